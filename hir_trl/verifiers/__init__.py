@@ -1,0 +1,63 @@
+"""Rule verifiers for hard constraints, one registry per family.
+
+A constraint names its ``family`` (``"ifeval"``, ``"muldimif"``, ...), its ``instruction_id`` within the
+family and its ``kwargs``. `verify_constraint` runs the family's checker and never raises: a checker
+exception becomes a failed `Verdict` whose ``error`` holds the exception text.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from . import ifeval, muldimif
+from .base import Checker, Verdict
+from .text import count_sentences, count_words, sentence_backend, split_sentences
+
+#: Family name -> family module (each has ``FAMILY``, ``REGISTRY`` and ``check``).
+FAMILIES: dict[str, ModuleType] = {module.FAMILY: module for module in (ifeval, muldimif)}
+
+
+def is_known(family: str, instruction_id: str) -> bool:
+    """Return True when ``family`` exists and its registry has ``instruction_id``."""
+    module = FAMILIES.get(family)
+    return module is not None and instruction_id in module.REGISTRY
+
+
+def verify_constraint(
+    family: str, instruction_id: str, kwargs: dict[str, Any] | None, response: str, prompt: str | None = None
+) -> Verdict:
+    """Check one hard constraint against one response.
+
+    Args:
+        family: verifier family name, a key of `FAMILIES`.
+        instruction_id: id in that family's ``REGISTRY``.
+        kwargs: the constraint's arguments (IFEval convention); ``None`` means no arguments.
+        response: the completion text.
+        prompt: the instruction text, for checkers that need it (IFEval ``combination:repeat_prompt``).
+
+    Returns:
+        A `Verdict`. Never raises: an unknown family or id, bad kwargs or a checker exception give
+        ``Verdict(passed=False, error="TypeName: message")``.
+    """
+    try:
+        module = FAMILIES[family]
+    except KeyError:
+        return Verdict(False, error=f"KeyError: unknown verifier family {family!r}; known: {sorted(FAMILIES)}")
+    try:
+        return Verdict(bool(module.check(instruction_id, dict(kwargs or {}), response, prompt)))
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a recorded verdict
+        return Verdict(False, error=f"{type(exc).__name__}: {exc}")
+
+
+__all__ = [
+    "FAMILIES",
+    "Checker",
+    "Verdict",
+    "count_sentences",
+    "count_words",
+    "is_known",
+    "sentence_backend",
+    "split_sentences",
+    "verify_constraint",
+]

@@ -1,0 +1,60 @@
+"""The verifier interface shared by every rule family (IFEval, IFBench, MulDimIF).
+
+Modelled on the IFEval instruction registry (google-research/instruction_following_eval): one class
+per constraint type, with a description builder and a checker, and a registry dict from instruction id
+to class. Each family module (`ifeval.py`, `muldimif.py`, ...) defines
+
+- ``FAMILY``: the family name used in constraint records (``"ifeval"``, ``"ifbench"``, ``"muldimif"``);
+- ``REGISTRY``: ``dict[str, type[Checker]]`` from instruction id to checker class;
+- ``check(instruction_id, kwargs, response, prompt=None) -> bool``: the family's official semantics
+  (for IFEval: ``None`` kwargs dropped, empty response fails, ``repeat_prompt`` gets the prompt).
+  It raises on unknown ids or bad kwargs; `hir_trl.verifiers.verify_constraint` turns any exception
+  into a recorded failed `Verdict`.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of checking one constraint against one response: I(q, y, c) in the paper.
+
+    Attributes:
+        passed: ``True`` when the response meets the constraint. ``False`` when it does not, or when
+            the check could not run (then ``error`` says why).
+        error: ``None`` for a normal verdict; otherwise the exception text (``"TypeName: message"``) of
+            a checker or judge that failed. Such a verdict counts as not satisfied.
+        source: ``"rule"`` for a rule verifier, ``"judge"`` for the LLM judge.
+    """
+
+    passed: bool
+    error: str | None = None
+    source: str = "rule"
+
+
+class Checker(abc.ABC):
+    """One constraint type: builds its description from kwargs and checks a response.
+
+    Subclasses set ``instruction_id`` and implement `build_description` and `check_following`.
+    Constructor kwargs are the constraint's ``kwargs`` (IFEval convention); a subclass raises
+    ``ValueError`` (or ``TypeError``) naming the bad argument.
+    """
+
+    instruction_id: ClassVar[str]
+    #: True when the checker needs the prompt text (IFEval ``combination:repeat_prompt``).
+    needs_prompt: ClassVar[bool] = False
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.kwargs = kwargs
+
+    @abc.abstractmethod
+    def build_description(self) -> str:
+        """Return the natural-language constraint text for these kwargs."""
+
+    @abc.abstractmethod
+    def check_following(self, response: str, prompt: str | None = None) -> bool:
+        """Return True when ``response`` meets the constraint."""
