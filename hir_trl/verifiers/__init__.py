@@ -24,6 +24,23 @@ def is_known(family: str, instruction_id: str) -> bool:
     return module is not None and instruction_id in module.REGISTRY
 
 
+def validate_constraint(family: str, instruction_id: str, kwargs: dict[str, Any] | None) -> str | None:
+    """Build the checker once to validate ``kwargs`` (None values dropped) without a response.
+
+    Returns:
+        ``None`` when the constraint is usable, else the error text (``"TypeName: message"``).
+    """
+    module = FAMILIES.get(family)
+    if module is None:
+        return f"KeyError: unknown verifier family {family!r}; known: {sorted(FAMILIES)}"
+    try:
+        cls = module.REGISTRY[instruction_id]
+        cls(**{k: v for k, v in (kwargs or {}).items() if v is not None})
+    except Exception as exc:  # noqa: BLE001
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
 def verify_constraint(
     family: str, instruction_id: str, kwargs: dict[str, Any] | None, response: str, prompt: str | None = None
 ) -> Verdict:
@@ -59,5 +76,6 @@ __all__ = [
     "is_known",
     "sentence_backend",
     "split_sentences",
+    "validate_constraint",
     "verify_constraint",
 ]

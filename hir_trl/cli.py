@@ -1,0 +1,96 @@
+"""The ``hir-trl`` command line.
+
+``hir-trl train --config recipe.yaml [--field value ...]`` trains with `HiRTrainer`. The recipe and the
+command line take the fields of `HiRScriptArguments`, `HiRConfig` and TRL's `ModelConfig`, parsed by
+TRL's `TrlParser` exactly as ``trl grpo`` does (an ``env:`` block in the YAML sets environment variables;
+unknown keys fail; command-line values override the recipe).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+USAGE = """usage: hir-trl <command> [options]
+
+commands:
+  train   train a model with Hindsight instruction Replay (hir-trl train --config recipe.yaml)
+"""
+
+
+def make_train_parser():
+    """The `TrlParser` of ``hir-trl train``: (HiRScriptArguments, HiRConfig, ModelConfig)."""
+    from trl import ModelConfig, TrlParser
+
+    from .configs import HiRConfig, HiRScriptArguments
+
+    return TrlParser((HiRScriptArguments, HiRConfig, ModelConfig), prog="hir-trl train")
+
+
+def _training_texts(dataset) -> list[str]:
+    texts = []
+    for row in dataset:
+        texts.extend(str(m["content"]) for m in row["prompt"])
+        texts.extend(c["text"] for c in row["constraints"])
+    return texts
+
+
+def train(script_args, training_args, model_args) -> None:
+    """Run one HiR training job: load the data, (optionally) build the tiny model, train, save, push.
+
+    Raises:
+        ValueError: no ``dataset_name``; see also `hir_trl.load_hir_dataset` and `HiRTrainer`.
+    """
+    import transformers
+    from packaging.version import Version
+    from trl import get_peft_config
+
+    from .data import load_hir_dataset
+    from .trainer import HiRTrainer
+
+    if not script_args.dataset_name:
+        raise ValueError("dataset_name is required: a Hub dataset id or a local .json/.jsonl/.parquet path")
+    dataset = load_hir_dataset(script_args.dataset_name, split=script_args.dataset_train_split,
+                               name=script_args.dataset_config, max_rows=script_args.dataset_max_rows)
+    if script_args.build_tiny_model:
+        from .tiny import ensure_tiny_model
+
+        ensure_tiny_model(model_args.model_name_or_path, lambda: _training_texts(dataset))
+
+    model_init_kwargs = dict(revision=model_args.model_revision, trust_remote_code=training_args.trust_remote_code,
+                             attn_implementation=model_args.attn_implementation, dtype=model_args.dtype)
+    model_init_kwargs = {k: v for k, v in model_init_kwargs.items() if v is not None}
+    if training_args.model_init_kwargs is not None:
+        model_init_kwargs.update(training_args.model_init_kwargs)
+    training_args.model_init_kwargs = model_init_kwargs
+
+    trainer = HiRTrainer(model=model_args.model_name_or_path, args=training_args, train_dataset=dataset,
+                         peft_config=get_peft_config(model_args))
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    trainer.save_model(training_args.output_dir)
+    if trainer.accelerator.is_main_process:
+        trainer.create_model_card(dataset_name=str(script_args.dataset_name))
+    trainer.accelerator.print(f"Model saved to {training_args.output_dir}.")
+    if training_args.push_to_hub:
+        trainer.push_to_hub(dataset_name=str(script_args.dataset_name))
+    if Version(transformers.__version__) >= Version("5.18.0"):
+        trainer.end()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``hir-trl`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    if command == "train":
+        script_args, training_args, model_args = make_train_parser().parse_args_and_config(rest)
+        train(script_args, training_args, model_args)
+        return 0
+    print(f"hir-trl: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,167 @@
+"""The select-then-rewrite replay strategy of HiR, as plain functions (no torch, no TRL).
+
+Read next to the paper's Algorithm 1 (``Select-Rewrite(G, k)``) and Algorithm 2 (HiR):
+
+- `curriculum_lambda`:   lambda_s = lambda_0 * (1 + eta)^s                          (paper eq. "lambda")
+- `replay_candidates`:   failed responses (ILA = 0) with enough satisfied constraints (§3.2; released code)
+- `curriculum_scores`:   F(y) = F_div(y) + lambda * F_int(y)                         (Alg. 1 line 4, eq. "selection")
+- `select_top_k`:        T = top-k candidates by F                                    (Alg. 1 line 6)
+- `hindsight_instruction`/`hindsight_messages`: q' keeps only the satisfied constraints (Alg. 1 lines 7-11)
+- `select_group_replays`: the whole of Algorithm 1 for one sampling group.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .templates import join_instruction
+
+
+def curriculum_lambda(step: int, lambda_0: float, eta: float) -> float:
+    """Curriculum weight on constraint integrity at training step ``step``.
+
+    lambda_s = lambda_0 * (1 + eta)^s (paper eq. "lambda"; Algorithm 2 last line). ``step`` is the
+    optimizer step s (0 for the first step, so lambda_0 is used first, as Algorithm 2 initialises it).
+
+    Raises:
+        ValueError: ``step < 0`` or ``eta < 0``.
+    """
+    if step < 0:
+        raise ValueError(f"step must be >= 0, got {step}")
+    if eta < 0:
+        raise ValueError(f"eta must be >= 0, got {eta}")
+    return lambda_0 * (1.0 + eta) ** step
+
+
+def constraint_integrity(verdicts: Sequence[bool]) -> float:
+    """F_int(y) = CLA = fraction of the instruction's constraints that y satisfies (paper eq. "F_int").
+
+    Raises:
+        ValueError: an instruction with no constraints (CLA is undefined).
+    """
+    if not verdicts:
+        raise ValueError("constraint integrity is undefined for an instruction with no constraints")
+    return sum(bool(v) for v in verdicts) / len(verdicts)
+
+
+def replay_candidates(verdicts: Sequence[Sequence[bool]], min_satisfied: int = 1) -> list[int]:
+    """Indices of the responses that may be replayed.
+
+    A candidate failed its instruction (ILA = 0: some constraint unmet) and still satisfied at least
+    ``min_satisfied`` constraints (the released code requires 0 < CLA < 1, i.e. ``min_satisfied=1``).
+
+    Args:
+        verdicts: per response, its per-constraint verdicts I(q, y, c_i).
+        min_satisfied: the fewest satisfied constraints a candidate needs (>= 0).
+
+    Returns:
+        Candidate indices in increasing order.
+    """
+    if min_satisfied < 0:
+        raise ValueError(f"min_satisfied must be >= 0, got {min_satisfied}")
+    out = []
+    for i, row in enumerate(verdicts):
+        satisfied = sum(bool(v) for v in row)
+        if satisfied < len(row) and satisfied >= min_satisfied:
+            out.append(i)
+    return out
+
+
+def curriculum_scores(diversity: Sequence[float], integrity: Sequence[float], lam: float) -> list[float]:
+    """F(y) = F_div(y) + lambda * F_int(y) for each response (Algorithm 1 line 4).
+
+    Args:
+        diversity: F_div per response, the response's token entropy under the policy (nats; token mean
+            or sum, see ``HiRConfig.diversity_aggregation``).
+        integrity: F_int per response, in [0, 1].
+        lam: the curriculum weight lambda_s.
+    """
+    if len(diversity) != len(integrity):
+        raise ValueError(f"diversity has {len(diversity)} values but integrity has {len(integrity)}")
+    return [float(d) + lam * float(f) for d, f in zip(diversity, integrity)]
+
+
+def select_top_k(scores: Sequence[float], candidates: Sequence[int], k: int) -> list[int]:
+    """The ``k`` candidates with the highest score (Algorithm 1 line 6), best first.
+
+    Ties keep the lower index first, so the choice is deterministic. Fewer than ``k`` are returned
+    when there are fewer candidates. NaN scores rank last.
+    """
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+
+    def key(i: int) -> tuple[float, int]:
+        s = scores[i]
+        return (math.inf if math.isnan(s) else -s, i)
+
+    return sorted(candidates, key=key)[:k]
+
+
+def hindsight_instruction(task: str, constraints: Sequence[str], verdicts: Sequence[bool], template: str) -> str:
+    """The hindsight instruction q': x joined with only the satisfied constraints, in original order.
+
+    Paper §3.2: q' = x ⊙ c_1 ⊙ ... ⊙ c_j with C' = {c in C | I(q, y, c) = 1}.
+
+    Raises:
+        ValueError: ``constraints`` and ``verdicts`` differ in length.
+        KeyError: unknown template.
+    """
+    if len(constraints) != len(verdicts):
+        raise ValueError(f"{len(constraints)} constraints but {len(verdicts)} verdicts")
+    kept = [c for c, ok in zip(constraints, verdicts) if ok]
+    return join_instruction(task, kept, template)
+
+
+def hindsight_messages(messages: Sequence[dict[str, Any]], instruction: str) -> list[dict[str, Any]]:
+    """Replace the final user turn's content with ``instruction``; the system message and earlier turns stay.
+
+    Raises:
+        ValueError: the conversation does not end with a user turn.
+    """
+    if not messages or messages[-1].get("role") != "user":
+        raise ValueError("the prompt must end with a user turn to be rewritten")
+    return [dict(m) for m in messages[:-1]] + [{**messages[-1], "content": instruction}]
+
+
+@dataclass(frozen=True)
+class ReplayChoice:
+    """One selected response of a group: its index in the group, score parts and satisfied mask."""
+
+    index: int
+    score: float
+    diversity: float
+    integrity: float
+    satisfied: tuple[bool, ...]
+
+
+def select_group_replays(
+    verdicts: Sequence[Sequence[bool]],
+    diversity: Sequence[float],
+    k: int,
+    lam: float,
+    min_satisfied: int = 1,
+) -> list[ReplayChoice]:
+    """Algorithm 1 (Select) for one sampling group of m responses to the same instruction.
+
+    Args:
+        verdicts: (m, n) per-response, per-constraint verdicts.
+        diversity: (m,) F_div per response.
+        k: the number of replays per group.
+        lam: lambda_s.
+        min_satisfied: see `replay_candidates`.
+
+    Returns:
+        Up to ``k`` choices, best first (fewer when the group has fewer candidates).
+    """
+    if len(verdicts) != len(diversity):
+        raise ValueError(f"{len(verdicts)} verdict rows but {len(diversity)} diversity values")
+    candidates = replay_candidates(verdicts, min_satisfied)
+    integrity = [constraint_integrity(v) if v else 0.0 for v in verdicts]
+    scores = curriculum_scores(diversity, integrity, lam)
+    return [
+        ReplayChoice(i, scores[i], float(diversity[i]), integrity[i], tuple(bool(v) for v in verdicts[i]))
+        for i in select_top_k(scores, candidates, k)
+    ]
