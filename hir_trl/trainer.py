@@ -12,6 +12,7 @@ import json
 import logging
 import textwrap
 from collections import defaultdict, deque
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -117,6 +118,7 @@ class HiRTrainer(GRPOTrainer):
         check_batch_layout(args)
         self.constraint_reward = reward_funcs
         self._hir_capture: dict[str, Any] | None = None
+        self.last_replay: ReplayBatch | None = None
         super().__init__(model=model, reward_funcs=[reward_funcs], args=args, train_dataset=train_dataset, **kwargs)
 
         # TRL's completion-log buffers hold one generation batch; HiR adds k rows per group of m.
@@ -324,7 +326,7 @@ class HiRTrainer(GRPOTrainer):
         advantages = self._group_advantages(grouped)
         extended["advantages"] = torch.cat([advantages[:, :m].reshape(-1), advantages[:, m:].reshape(-1)])
 
-        self._log_hindsight(lam, groups, base, real_mask, choices, new_prompts, completions, sources, extended, B)
+        self._log_hindsight(inputs, lam, groups, base, real, choices, new_prompts, completions, sources, extended)
         return extended
 
     def _group_advantages(self, grouped: torch.Tensor) -> torch.Tensor:
@@ -365,16 +367,16 @@ class HiRTrainer(GRPOTrainer):
                         self.model, input_ids, attention_mask, completion_ids.size(1), batch_size=batch_size)
         return logps
 
-    def _log_hindsight(self, lam, groups, base, real_mask, choices, new_prompts, completions, sources, extended, B):
+    def _log_hindsight(self, inputs, lam, groups, base, real, choices, new_prompts, completions, sources, extended):
         from accelerate.utils import gather_object
 
         device = self.accelerator.device
-        m = self.num_generations
-        real = [c for c in choices if c is not None]
+        m, B = self.num_generations, len(inputs)
+        picked_choices = [c for c in choices if c is not None]
         all_failed = (base.view(groups, m) == 0).all(dim=1).sum()
         local = torch.tensor([
-            len(real), len(choices), float(all_failed), groups,
-            sum(c.integrity for c in real), sum(c.diversity for c in real),
+            len(picked_choices), len(choices), float(all_failed), groups,
+            sum(c.integrity for c in picked_choices), sum(c.diversity for c in picked_choices),
         ], dtype=torch.float64, device=device)
         n_real, n_slots, n_failed, n_groups, integrity, entropy = self.accelerator.gather(local).view(-1, 6).sum(0).tolist()
         metrics = self._metrics["train"]
@@ -385,31 +387,66 @@ class HiRTrainer(GRPOTrainer):
         metrics["hir/replay_integrity_mean"].append(integrity / n_real if n_real else float("nan"))
         metrics["hir/replay_entropy_mean"].append(entropy / n_real if n_real else float("nan"))
 
-        # Completion log: TRL logged the original rows; correct their advantages and add the hindsight rows.
-        world = self.accelerator.num_processes
+        # Completion log: TRL logged the original rows; correct their advantages and add the hindsight rows,
+        # marked by the `hindsight` column, with q' as their prompt and the kept constraint indices.
         advantages = extended["advantages"]
         original_adv = gather_object(advantages[:B].tolist())
-        for _ in range(len(original_adv)):
+        for _ in original_adv:
             self._logs["advantages"].pop()
         self._logs["advantages"].extend(original_adv)
-        hindsight_flags = [False] * (B * world)
-        kept = [None] * (B * world)
-        rows_prompts = [p for p, c in zip(new_prompts, choices) if c is not None]
-        rows_completions = [completions[s] for s, c in zip(sources, choices) if c is not None]
-        rows_adv = [a for a, c in zip(advantages[B:].tolist(), choices) if c is not None]
-        rows_kept = [json.dumps([i for i, ok in enumerate(c.satisfied) if ok]) for c in real]
-        rows_prompts, rows_completions = gather_object(rows_prompts), gather_object(rows_completions)
-        rows_adv, rows_kept = gather_object(rows_adv), gather_object(rows_kept)
-        self._logs["prompt"].extend(rows_prompts)
-        self._logs["completion"].extend(rows_completions)
+        picked = [i for i, c in enumerate(choices) if c is not None]
+        row_ids = gather_object([str(x.get("row_id")) for x in inputs] + [str(inputs[sources[i]].get("row_id"))
+                                                                            for i in picked])
+        replay_prompts = gather_object([new_prompts[i] for i in picked])
+        replay_completions = gather_object([completions[sources[i]] for i in picked])
+        replay_adv = gather_object([advantages[B + i].item() for i in picked])
+        replay_kept = gather_object([json.dumps([j for j, ok in enumerate(choices[i].satisfied) if ok])
+                                     for i in picked])
+        n_orig, n_replay = len(original_adv), len(replay_prompts)
+        self._logs["prompt"].extend(replay_prompts)
+        self._logs["completion"].extend(replay_completions)
         for name in self.reward_func_names:
-            self._logs["rewards"][name].extend([1.0] * len(rows_prompts))
-        self._logs["advantages"].extend(rows_adv)
+            self._logs["rewards"][name].extend([1.0] * n_replay)
+        self._logs["advantages"].extend(replay_adv)
         for column in list(self._logs["extra"]):
-            if column not in ("hindsight", "kept_constraints"):
-                self._logs["extra"][column].extend([None] * len(rows_prompts))
-        self._logs["extra"]["hindsight"].extend(hindsight_flags + [True] * len(rows_prompts))
-        self._logs["extra"]["kept_constraints"].extend(kept + rows_kept)
+            if column not in ("hindsight", "kept_constraints", "row_id"):
+                self._logs["extra"][column].extend([None] * n_replay)
+        # gather_object keeps rank order: rank 0's originals then replays, then rank 1's, ... ; reorder ids.
+        per_rank = B + len(picked)
+        ids_orig, ids_replay = [], []
+        for start in range(0, len(row_ids), per_rank):
+            chunk = row_ids[start:start + per_rank]
+            ids_orig += chunk[:B]
+            ids_replay += chunk[B:]
+        self._logs["extra"]["row_id"].extend(ids_orig + ids_replay)
+        self._logs["extra"]["hindsight"].extend([False] * n_orig + [True] * n_replay)
+        self._logs["extra"]["kept_constraints"].extend([None] * n_orig + replay_kept)
+
+        self.last_replay = ReplayBatch(
+            sources=sources, real=real, q_prime=[new_prompts[i] if real[i] else None for i in range(len(sources))],
+            rewards=[float(r) for r in base.tolist()] + [1.0 if r else float("nan") for r in real], lam=lam,
+            choices=choices)
+
+
+@dataclass
+class ReplayBatch:
+    """What the latest generation batch replayed on this rank (for inspection and tests).
+
+    Attributes:
+        sources: (R,) index of each appended row's source among the B original rows.
+        real: (R,) False for zero-weight padding rows (group with fewer than k candidates).
+        q_prime: (R,) hindsight prompt of each real replay row (None for padding).
+        rewards: (B + R,) reward of every row: the verdict reward of originals, 1 for replays, NaN for padding.
+        lam: lambda_s used for the selection.
+        choices: (R,) the `ReplayChoice` of each real row (None for padding).
+    """
+
+    sources: list[int]
+    real: list[bool]
+    q_prime: list[Any]
+    rewards: list[float]
+    lam: float
+    choices: list[Any]
 
 
 def check_batch_layout(args: HiRConfig) -> None:
