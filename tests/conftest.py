@@ -1,0 +1,41 @@
+"""Shared fixtures: the real data beside the project (../shared/data) and a tiny local model."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+SAMPLE_DATA = REPO_ROOT / "recipes" / "tiny" / "data" / "muldimif_listing_sample.jsonl"
+
+
+def shared_file(relative: str) -> Path:
+    """Path of a file in ../shared/data, or skip the test when it is absent (a user's copy has none)."""
+    path = SHARED_DATA / relative
+    if not path.exists():
+        pytest.skip(f"{path} is absent: the real benchmark data lives beside the project only in development/CI")
+    return path
+
+
+@pytest.fixture(scope="session")
+def sample_dataset():
+    """The real MulDimIF rows shipped with the tiny recipe, normalized."""
+    from hir_trl import load_hir_dataset
+
+    return load_hir_dataset(SAMPLE_DATA)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_path(tmp_path_factory, sample_dataset):
+    """A random-init tiny Qwen2 model with a tokenizer trained on the sample data."""
+    from hir_trl.tiny import build_tiny_model
+
+    texts = [m["content"] for row in sample_dataset for m in row["prompt"]]
+    texts += [c["text"] for row in sample_dataset for c in row["constraints"]]
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), texts, vocab_size=1024)

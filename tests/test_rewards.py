@@ -1,0 +1,97 @@
+"""ConstraintReward and VerdictMatrix: verdicts keyed by (row, constraint), failures recorded, never shifted."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hir_trl.rewards import ConstraintReward, VerdictMatrix, completion_text, instruction_text
+from hir_trl.verifiers import Verdict
+
+
+def hard(instruction_id, text="c", **kwargs):
+    return {"text": text, "kind": "hard", "family": "ifeval", "instruction_id": instruction_id,
+            "kwargs": json.dumps(kwargs)}
+
+
+def soft(text):
+    return {"text": text, "kind": "soft", "family": None, "instruction_id": None, "kwargs": "{}"}
+
+
+NO_COMMA = hard("punctuation:no_comma")
+LOWER = hard("change_case:english_lowercase")
+BROKEN = hard("length_constraints:number_words", num_words=10)  # missing 'relation': the checker raises
+PROMPT = [{"role": "user", "content": "Write something."}]
+
+
+def test_ila_cla_and_alignment_after_a_checker_failure():
+    reward = ConstraintReward()
+    completions = [
+        [{"role": "assistant", "content": "this is a simple sentence written in plain english for the test"}],
+        [{"role": "assistant", "content": "Has, A Comma"}],
+        [{"role": "assistant", "content": "this sentence, written in plain english, has a few commas in it"}],
+    ]
+    constraints = [[NO_COMMA, LOWER], [BROKEN, NO_COMMA, LOWER], [NO_COMMA, LOWER]]
+    out = reward([PROMPT] * 3, completions, constraints=constraints)
+    matrix = reward.last_verdicts
+    assert out == [1.0, 0.0, 0.0]
+    assert matrix.passed(0) == [True, True]
+    # row 1: the broken checker is a recorded failed verdict in ITS cell; the other cells are its own
+    assert matrix[1, 0].passed is False and "relation" in matrix[1, 0].error
+    assert matrix.passed(1) == [False, False, False]
+    # row 2 is untouched by row 1's failure: comma fails, lowercase passes
+    assert matrix.passed(2) == [False, True]
+    assert matrix.cla() == [1.0, 0.0, 0.5]
+    assert matrix.num_errors() == 1
+    assert reward.num_checks == 7
+
+    cla = ConstraintReward(reward_mode="cla")
+    assert cla([PROMPT] * 3, completions, constraints=constraints) == [1.0, 0.0, 0.5]
+
+
+def test_unknown_family_is_a_recorded_verdict():
+    bad = {"text": "x", "kind": "hard", "family": "nosuch", "instruction_id": "a", "kwargs": "{}"}
+    matrix = ConstraintReward().verify([PROMPT], ["text"], [[bad, NO_COMMA]])
+    assert matrix[0, 0].passed is False and "nosuch" in matrix[0, 0].error
+    assert matrix.passed(0) == [False, True]
+
+
+def test_soft_constraints_go_to_the_judge_in_the_right_cells():
+    seen = []
+
+    def judge(triples):
+        seen.extend(triples)
+        return [Verdict("polite" in response, source="judge") for _, response, _ in triples]
+
+    reward = ConstraintReward(judge=judge)
+    matrix = reward.verify([PROMPT, PROMPT], ["a polite note", "rude, note"],
+                           [[soft("Be polite."), NO_COMMA], [NO_COMMA, soft("Be polite.")]])
+    assert matrix.passed(0) == [True, True]
+    assert matrix.passed(1) == [False, False]
+    assert matrix[0, 0].source == "judge" and matrix[1, 1].source == "judge" and matrix[0, 1].source == "rule"
+    assert seen == [("Write something.", "a polite note", "Be polite."), ("Write something.", "rude, note",
+                                                                         "Be polite.")]
+
+
+@pytest.mark.parametrize("judge, message", [
+    (None, "no judge"),
+    (lambda triples: 1 / 0, "ZeroDivisionError"),
+    (lambda triples: [], "returned 0 verdicts"),
+])
+def test_judge_failures_are_recorded_verdicts(judge, message):
+    matrix = ConstraintReward(judge=judge).verify([PROMPT], ["ok"], [[soft("Be nice."), NO_COMMA]])
+    assert matrix[0, 0].passed is False and message in matrix[0, 0].error
+    assert matrix[0, 1] == Verdict(True)
+
+
+def test_inputs_validation_and_text_helpers():
+    with pytest.raises(ValueError, match="2 prompts"):
+        ConstraintReward().verify([PROMPT, PROMPT], ["a"], [[NO_COMMA]])
+    with pytest.raises(ValueError, match="constraints"):
+        ConstraintReward()([PROMPT], ["a"])
+    with pytest.raises(ValueError):
+        ConstraintReward(reward_mode="dense")
+    assert completion_text("x") == "x"
+    assert instruction_text([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]) == "u"
+    assert VerdictMatrix([[Verdict(True), Verdict(False)]]).ila() == [0.0]

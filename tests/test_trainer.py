@@ -1,0 +1,215 @@
+"""HiRTrainer on a real batch: m + k rows per group, replay reward 1, replay completion and old log-probs."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import hir_trl.rewards as rewards_module
+from hir_trl import ConstraintReward, HiRConfig, HiRTrainer
+from hir_trl.templates import join_instruction
+from hir_trl.trainer import check_batch_layout
+
+
+def make_args(tmp_path, **overrides):
+    values = dict(output_dir=str(tmp_path / "out"), per_device_train_batch_size=12, max_steps=1,
+                  max_completion_length=16, bf16=False, use_cpu=True, gradient_checkpointing=False,
+                  report_to="none", logging_steps=1, save_strategy="no", seed=0, learning_rate=1e-4)
+    values.update(overrides)
+    return HiRConfig(**values)
+
+
+def spy_generation(trainer):
+    """Record (inputs, extended output) of every generation batch."""
+    calls = []
+    original = trainer._generate_and_score_completions
+
+    def spy(inputs):
+        out = original(inputs)
+        calls.append(({k: v for k, v in enumerate(inputs)}, out, trainer.last_replay))
+        return out
+
+    trainer._generate_and_score_completions = spy
+    return calls
+
+
+def logps(trainer, prompt_ids, prompt_mask, completion_ids, completion_mask):
+    with torch.no_grad():
+        out, _, _ = trainer._get_per_token_logps_and_entropies(
+            trainer.model, torch.cat([prompt_ids, completion_ids], 1), torch.cat([prompt_mask, completion_mask], 1),
+            completion_ids.size(1))
+    return out
+
+
+@pytest.fixture
+def counted_checks(monkeypatch):
+    counter = {"n": 0}
+    original = rewards_module.verify_constraint
+
+    def counting(*args, **kwargs):
+        counter["n"] += 1
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(rewards_module, "verify_constraint", counting)
+    return counter
+
+
+def test_real_batch_has_m_plus_k_rows_per_group(tmp_path, tiny_model_path, sample_dataset, counted_checks):
+    trainer = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path), train_dataset=sample_dataset)
+    calls = spy_generation(trainer)
+    trainer.train()
+    assert len(calls) == 1
+    inputs, out, replay = calls[0]
+    inputs = [inputs[i] for i in range(len(inputs))]
+    m, k, B = 6, 2, len(inputs)
+    groups = B // m
+    R = groups * k
+
+    # Every (row, constraint) was verified exactly once: replays reuse the verdicts.
+    assert counted_checks["n"] == sum(len(row["constraints"]) for row in inputs)
+    assert trainer.constraint_reward.num_checks == counted_checks["n"]
+
+    # m + k rows per group; every per-row key extended.
+    for key in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "advantages", "old_per_token_logps"):
+        assert out[key].shape[0] == B + R, key
+    assert len(replay.sources) == R
+    for slot, src in enumerate(replay.sources):
+        assert slot // k * m <= src < (slot // k + 1) * m  # the replay belongs to its source's group
+
+    real = [i for i, r in enumerate(replay.real) if r]
+    assert real, "a random-init model should leave replay candidates (met some, failed some)"
+    tokenizer = trainer.processing_class
+    checker = ConstraintReward()
+    for i in real:
+        src, row = replay.sources[i], B + i
+        assert replay.rewards[row] == 1.0  # replay reward 1
+        # the replay completion is its source's completion
+        assert torch.equal(out["completion_ids"][row], out["completion_ids"][src])
+        assert torch.equal(out["completion_mask"][row], out["completion_mask"][src])
+        # paper ratio: old log-probs of the replay are the source's, i.e. of y under the ORIGINAL q
+        assert torch.equal(out["old_per_token_logps"][row], out["old_per_token_logps"][src])
+        mask = out["completion_mask"][src].bool()
+        under_q = logps(trainer, out["prompt_ids"][src:src + 1], out["prompt_mask"][src:src + 1],
+                        out["completion_ids"][src:src + 1], out["completion_mask"][src:src + 1])[0]
+        under_q_prime = logps(trainer, out["prompt_ids"][row:row + 1], out["prompt_mask"][row:row + 1],
+                              out["completion_ids"][row:row + 1], out["completion_mask"][row:row + 1])[0]
+        assert torch.allclose(out["old_per_token_logps"][row][mask], under_q[mask], atol=1e-5)
+        assert not torch.allclose(under_q_prime[mask], under_q[mask], atol=1e-5)  # q' really differs from q
+        # the replay prompt is the chat-templated q', which keeps exactly the satisfied constraints
+        source = inputs[src]
+        completion = tokenizer.decode(out["completion_ids"][src][mask])
+        verdicts = checker.verify([source["prompt"]], [completion], [source["constraints"]]).passed(0)
+        assert verdicts == list(replay.choices[i].satisfied)
+        kept = [c["text"] for c, ok in zip(source["constraints"], verdicts) if ok]
+        assert 0 < len(kept) < len(verdicts)
+        q_prime = join_instruction(source["task"], kept, source["template"])
+        assert replay.q_prime[i] == source["prompt"][:-1] + [{"role": "user", "content": q_prime}]
+        prompt_text = tokenizer.decode(out["prompt_ids"][row][out["prompt_mask"][row].bool()])
+        assert prompt_text == tokenizer.apply_chat_template(replay.q_prime[i], add_generation_prompt=True,
+                                                            tokenize=False)
+
+    # advantages: TRL's group baseline and scaling over the m + k rows of each group
+    rewards = torch.tensor(replay.rewards)
+    grouped = torch.cat([rewards[:B].view(groups, m), rewards[B:].view(groups, k)], dim=1)
+    for g in range(groups):
+        values = grouped[g][~torch.isnan(grouped[g])]
+        expected = (values - values.mean()) / (values.std() + 1e-4)
+        got = torch.cat([out["advantages"][g * m:(g + 1) * m], out["advantages"][B + g * k:B + (g + 1) * k]])
+        got = got[~torch.isnan(grouped[g])]
+        assert torch.allclose(got, expected, atol=1e-5)
+
+    # num_items_in_batch counts the loss tokens of the extended batch
+    assert out["num_items_in_batch"].item() == out["completion_mask"].sum().item()
+    logged = trainer.state.log_history[0]
+    assert logged["hir/replayed_rows"] == len(real)
+    assert logged["hir/lambda"] == 2.0
+    for key in ("hir/replayed_fraction", "hir/groups_all_failed", "hir/replay_integrity_mean",
+                "hir/replay_entropy_mean", "reward/ila", "reward/cla"):
+        assert key in logged
+
+
+def test_padding_rows_when_no_candidates(tmp_path, tiny_model_path, sample_dataset):
+    # replay_min_satisfied larger than any row's constraint count: no candidate in any group
+    trainer = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path, replay_min_satisfied=100),
+                         train_dataset=sample_dataset)
+    calls = spy_generation(trainer)
+    trainer.train()
+    inputs, out, replay = calls[0]
+    B = len(inputs)
+    assert out["completion_ids"].shape[0] == B + (B // 6) * 2
+    assert replay.real == [False] * ((B // 6) * 2)
+    assert out["completion_mask"][B:].sum() == 0  # padding carries no loss
+    assert torch.all(out["advantages"][B:] == 0)
+    assert out["num_items_in_batch"].item() == out["completion_mask"][:B].sum().item()
+    assert trainer.state.log_history[0]["hir/replayed_fraction"] == 0.0
+    assert torch.isfinite(torch.tensor(trainer.state.log_history[0]["loss"]))
+
+
+def test_shared_old_logp_pass_gives_entropies(tmp_path, tiny_model_path, sample_dataset):
+    """With num_iterations=2 TRL computes old log-probs itself; HiR takes entropies from that same pass."""
+    trainer = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path, num_iterations=2, max_steps=2),
+                         train_dataset=sample_dataset)
+    calls = spy_generation(trainer)
+    passes = []
+    original = trainer._get_per_token_logps_and_entropies
+
+    def counting(model, input_ids, *args, **kwargs):
+        passes.append((trainer.model.training, torch.is_grad_enabled(), input_ids.shape[0]))
+        return original(model, input_ids, *args, **kwargs)
+
+    trainer._get_per_token_logps_and_entropies = counting
+    trainer.train()
+    assert len(calls) == 1  # one generation, reused for 2 iterations
+    inputs, out, replay = calls[0]
+    no_grad_passes = [p for p in passes if not p[1]]
+    assert len(no_grad_passes) == 1 and no_grad_passes[0][2] == len(inputs)  # one pass over the B originals
+    for i, src in enumerate(replay.sources):
+        assert torch.equal(out["old_per_token_logps"][len(inputs) + i], out["old_per_token_logps"][src])
+
+
+def test_model_card_tagged_hir(tmp_path, tiny_model_path, sample_dataset):
+    trainer = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path, save_strategy="steps", save_steps=1),
+                         train_dataset=sample_dataset)
+    trainer.train()
+    card = (tmp_path / "out" / "checkpoint-1" / "README.md").read_text()
+    assert "- hir" in card and "2512.23457" in card and "HiR" in card
+
+
+def test_reward_funcs_must_be_constraint_reward(tmp_path, tiny_model_path, sample_dataset):
+    with pytest.raises(TypeError, match="ConstraintReward"):
+        HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path), train_dataset=sample_dataset,
+                   reward_funcs=lambda completions, **kw: [0.0] * len(completions))
+    with pytest.raises(TypeError, match="HiRConfig"):
+        from trl import GRPOConfig
+
+        HiRTrainer(model=str(tiny_model_path), args=GRPOConfig(output_dir=str(tmp_path)), train_dataset=sample_dataset)
+
+
+def test_batch_layout_errors():
+    with pytest.raises(ValueError, match="whole groups on every rank"):
+        check_batch_layout(SimpleNamespace(num_generations=6, num_replays=2, steps_per_generation=1,
+                                           per_device_train_batch_size=3))
+    with pytest.raises(ValueError, match="does not split"):
+        check_batch_layout(SimpleNamespace(num_generations=6, num_replays=2, steps_per_generation=3,
+                                           per_device_train_batch_size=4))
+    check_batch_layout(SimpleNamespace(num_generations=6, num_replays=2, steps_per_generation=2,
+                                       per_device_train_batch_size=6))
+
+
+def test_config_validation_and_paper_defaults(tmp_path):
+    args = HiRConfig(output_dir=str(tmp_path), bf16=False, per_device_train_batch_size=6)
+    assert (args.num_generations, args.num_replays, args.lambda_0, args.eta) == (6, 2, 2.0, 0.05)
+    for field, value in [("num_replays", -1), ("eta", -0.5), ("diversity_aggregation", "max"),
+                         ("reward_mode", "dense"), ("replay_min_satisfied", -2)]:
+        with pytest.raises(ValueError, match=field):
+            HiRConfig(output_dir=str(tmp_path), bf16=False, per_device_train_batch_size=6, **{field: value})
+    from dataclasses import fields
+
+    for f in fields(HiRConfig):
+        if f.name in ("num_replays", "lambda_0", "eta", "replay_min_satisfied", "diversity_aggregation",
+                      "reward_mode", "num_generations"):
+            assert f.metadata.get("help"), f.name
+    json.dumps(args.to_dict())  # serialisable for the Hub / checkpoints
