@@ -51,7 +51,8 @@ def train(script_args, training_args, model_args) -> None:
     if not script_args.dataset_name:
         raise ValueError("dataset_name is required: a Hub dataset id or a local .json/.jsonl/.parquet path")
     dataset = load_hir_dataset(script_args.dataset_name, split=script_args.dataset_train_split,
-                               name=script_args.dataset_config, max_rows=script_args.dataset_max_rows)
+                               name=script_args.dataset_config, max_rows=script_args.dataset_max_rows,
+                               on_unverifiable=script_args.dataset_on_unverifiable)
     if script_args.build_tiny_model:
         from .tiny import ensure_tiny_model
 

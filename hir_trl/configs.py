@@ -94,6 +94,11 @@ class HiRScriptArguments(ScriptArguments):
     dataset_max_rows: int | None = field(
         default=None, metadata={"help": "Use only the first N rows of the training split."},
     )
+    dataset_on_unverifiable: str = field(
+        default="soft",
+        metadata={"help": "A MulDimIF requirement no rule verifier can parse: 'soft' keeps it as an LLM-judged "
+                  "constraint (with a warning), 'error' stops loading.", "choices": ["soft", "error"]},
+    )
     build_tiny_model: bool = field(
         default=False,
         metadata={"help": "When model_name_or_path is a local directory without a model, build a random-init "

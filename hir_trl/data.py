@@ -39,6 +39,7 @@ A malformed row stops loading with a `DatasetFormatError` that names the row ind
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -46,6 +47,8 @@ from typing import Any
 
 from . import verifiers
 from .templates import TEMPLATES, join_instruction
+
+logger = logging.getLogger(__name__)
 
 HIR_DATA_SOURCES = {"type1": "ifeval", "type2": "ifbench", "type3": "muldimif"}
 HIR_Q_TYPES = ("type1", "type2", "type3", "type4", "type5", "type6")
@@ -74,8 +77,12 @@ def _messages(index: int, field: str, value: Any) -> list[dict[str, Any]]:
     return [{"role": str(m["role"]), "content": m.get("content", "")} for m in value]
 
 
-def normalize_hir_row(row: Mapping[str, Any], index: int) -> dict[str, Any]:
+def normalize_hir_row(row: Mapping[str, Any], index: int, on_unverifiable: str = "soft") -> dict[str, Any]:
     """Normalize one HIR-16K (verl schema) row. See the module docstring for the output columns.
+
+    ``on_unverifiable`` decides what happens to a MulDimIF requirement whose text no rule checker can
+    parse (4 of 1,399 in the real type3 sample): ``"soft"`` keeps it as a soft constraint (LLM-judged;
+    `load_rows` logs a warning naming the rows), ``"error"`` stops loading.
 
     Raises:
         DatasetFormatError: unknown ``data_source`` or instruction id, ground truth that does not parse,
@@ -124,8 +131,16 @@ def normalize_hir_row(row: Mapping[str, Any], index: int) -> dict[str, Any]:
             if not (isinstance(item, list) and len(item) == 3 and all(isinstance(s, str) for s in item)):
                 raise DatasetFormatError(index, field, "expected [category, subcategory, requirement]")
             instruction_id, kwargs = f"{item[0]}_{item[1]}", {"requirement": item[2]}
-            _validate_hard(index, field, "muldimif", instruction_id, kwargs)
-            constraints.append(_constraint(text, "hard", "muldimif", instruction_id, kwargs))
+            if not verifiers.is_known("muldimif", instruction_id):
+                raise DatasetFormatError(index, field, f"unknown instruction id {instruction_id!r} in family "
+                                         "'muldimif'")
+            problem = verifiers.validate_constraint("muldimif", instruction_id, kwargs)
+            if problem is not None and on_unverifiable == "error":
+                raise DatasetFormatError(index, field, f"requirement cannot be rule-checked: {problem}")
+            # A requirement no rule can check (e.g. "include the phonetic transcription of 'Gaza' in Arabic")
+            # needs semantic evaluation: it becomes a soft constraint for the LLM judge.
+            kind = "hard" if problem is None else "soft"
+            constraints.append(_constraint(text, kind, "muldimif", instruction_id, kwargs))
     else:
         kwargs_list = truth.get("kwargs")
         if not isinstance(kwargs_list, list) or len(kwargs_list) != len(ids):
@@ -225,12 +240,14 @@ def _constraint(text: str, kind: str, family: str | None, instruction_id: str | 
     }
 
 
-def normalize_row(row: Mapping[str, Any], index: int) -> dict[str, Any]:
+def normalize_row(row: Mapping[str, Any], index: int, on_unverifiable: str = "soft") -> dict[str, Any]:
     """Normalize a HIR-16K row (has ``data_source``) or a native row (has ``task`` and ``constraints``)."""
     if not isinstance(row, Mapping):
         raise DatasetFormatError(index, "<row>", f"expected a JSON object, got {type(row).__name__}")
+    if on_unverifiable not in ("soft", "error"):
+        raise ValueError(f"on_unverifiable must be 'soft' or 'error', got {on_unverifiable!r}")
     if "data_source" in row:
-        return normalize_hir_row(row, index)
+        return normalize_hir_row(row, index, on_unverifiable)
     if "task" in row or "constraints" in row:
         return normalize_native_row(row, index)
     raise DatasetFormatError(index, "data_source", "row is neither HIR-16K (has 'data_source') nor native (has "
@@ -262,7 +279,8 @@ def _read_local(path: Path) -> Iterable[Mapping[str, Any]]:
         yield from datasets.Dataset.from_parquet(str(path))
 
 
-def load_rows(source: str | os.PathLike, split: str = "train", name: str | None = None) -> list[dict[str, Any]]:
+def load_rows(source: str | os.PathLike, split: str = "train", name: str | None = None,
+              on_unverifiable: str = "soft") -> list[dict[str, Any]]:
     """Read and normalize every row of ``source``.
 
     Args:
@@ -270,6 +288,7 @@ def load_rows(source: str | os.PathLike, split: str = "train", name: str | None 
             id such as ``sastpg/HIR-16K`` (loaded with `datasets.load_dataset`).
         split: the split for directories and Hub ids.
         name: the dataset configuration for directories and Hub ids.
+        on_unverifiable: ``"soft"`` (default) or ``"error"``, see `normalize_hir_row`.
 
     Returns:
         Normalized rows (see the module docstring).
@@ -287,18 +306,24 @@ def load_rows(source: str | os.PathLike, split: str = "train", name: str | None 
         import datasets
 
         raw = datasets.load_dataset(str(source), name=name, split=split)
-    return [normalize_row(row, index) for index, row in enumerate(raw)]
+    rows = [normalize_row(row, index, on_unverifiable) for index, row in enumerate(raw)]
+    softened = [i for i, row in enumerate(rows)
+                if any(c["kind"] == "soft" and c["instruction_id"] for c in row["constraints"])]
+    if softened:
+        logger.warning("%s: %d rows have a requirement no rule verifier can parse; it is kept as a soft "
+                       "(LLM-judged) constraint. Rows: %s", source, len(softened), softened[:20])
+    return rows
 
 
 def load_hir_dataset(source: str | os.PathLike, split: str = "train", name: str | None = None,
-                     max_rows: int | None = None):
+                     max_rows: int | None = None, on_unverifiable: str = "soft"):
     """Load ``source`` as a `datasets.Dataset` of normalized rows, ready for `HiRTrainer`.
 
     See `load_rows` for the arguments and errors; ``max_rows`` keeps the first rows only.
     """
     import datasets
 
-    rows = load_rows(source, split=split, name=name)
+    rows = load_rows(source, split=split, name=name, on_unverifiable=on_unverifiable)
     if max_rows is not None:
         rows = rows[:max_rows]
     if not rows:

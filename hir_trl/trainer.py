@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
 import textwrap
 from collections import defaultdict, deque
 from dataclasses import dataclass
@@ -215,6 +217,21 @@ class HiRTrainer(GRPOTrainer):
         if not replay:
             return output
         return self._append_hindsight_rows(inputs, output, capture)
+
+    def _save_checkpoint(self, model, trial):
+        """Override of `GRPOTrainer._save_checkpoint`: also put the model card (tagged ``hir``) in the checkpoint.
+
+        TRL writes ``README.md`` to ``output_dir`` only; a copy in ``checkpoint-N/`` keeps every checkpoint
+        self-describing when it is pushed or shared on its own.
+        """
+        super()._save_checkpoint(model, trial)
+        if self.args.should_save:
+            from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+            card = os.path.join(self.args.output_dir, "README.md")
+            folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+            if os.path.isfile(card) and os.path.isdir(folder):
+                shutil.copyfile(card, os.path.join(folder, "README.md"))
 
     # ------------------------------------------------------------------ HiR
 

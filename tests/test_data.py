@@ -34,6 +34,11 @@ def test_shared_hir16k_file_loads_every_row():
     path = shared_file("hir16k_format/muldimif_listing_type3.jsonl")
     rows = load_rows(path)
     assert len(rows) == 400
+    # 4 real requirements no rule can check become soft (LLM-judged) constraints; the rest are hard
+    soft = [(i, c["instruction_id"]) for i, row in enumerate(rows) for c in row["constraints"] if c["kind"] == "soft"]
+    assert [i for i, _ in soft] == [136, 213, 250, 367]
+    with pytest.raises(DatasetFormatError, match="row 136: field 'reward_model.ground_truth.instruction_id_list"):
+        load_rows(path, on_unverifiable="error")
     for raw, row in zip((json.loads(line) for line in path.open()), rows):
         truth = json.loads(raw["reward_model"]["ground_truth"])
         assert [c["instruction_id"] for c in row["constraints"]] == [f"{a}_{b}" for a, b, _ in
@@ -172,4 +177,6 @@ def test_hub_code_path_on_local_directory_and_parquet(tmp_path):
 def test_sample_file_is_real_rows_from_shared():
     shared = shared_file("hir16k_format/muldimif_listing_type3.jsonl")
     shared_lines = shared.read_text().splitlines()
-    assert SAMPLE_DATA.read_text().splitlines() == shared_lines[:64]
+    sample = SAMPLE_DATA.read_text().splitlines()
+    positions = [shared_lines.index(line) for line in sample]  # verbatim real rows ...
+    assert positions == sorted(positions) and len(set(positions)) == 64  # ... in their original order
