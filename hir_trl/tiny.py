@@ -129,8 +129,7 @@ def build_tokenizer(texts: Iterable[str], vocab_size: int = 2048) -> Any:
         ValueError: ``texts`` holds no non-empty string, or ``vocab_size`` is below 259.
         TypeError: ``texts`` is a single string or holds a non-string.
     """
-    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
-    from tokenizers import trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
     collected = _collect_texts(texts)

@@ -292,7 +292,6 @@ class HiRTrainer(GRPOTrainer):
                     real.append(False)
                     new_prompts.append(prompts[g * m])
                     choices.append(None)
-        R = len(sources)
         src_index = torch.tensor(sources, device=device)
         real_mask = torch.tensor(real, device=device)
 

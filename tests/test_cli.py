@@ -4,7 +4,6 @@ constraints their completions met (checked on the completion logs of a 20-step r
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest
