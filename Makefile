@@ -31,11 +31,11 @@ test: install-dev
 	$(BIN)/python -m pytest tests
 
 style: install-dev
-	$(BIN)/ruff format hir_trl tests benchmarks
-	$(BIN)/ruff check --fix hir_trl tests benchmarks
+	$(BIN)/ruff format hir_trl tests
+	$(BIN)/ruff check --fix hir_trl tests
 
 quality: install-dev
-	$(BIN)/ruff check hir_trl tests benchmarks
+	$(BIN)/ruff check hir_trl tests
 
 clean:
 	rm -rf $(VENV) outputs .pytest_cache

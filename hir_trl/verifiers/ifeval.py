@@ -5,7 +5,7 @@ one `Checker` subclass per instruction id, each building the official descriptio
 and checking a response with the official rule. `check` gives the official *strict* verdict and
 `check_loose` the official *loose* one (any of the 8 `loose_variants` passes).
 
-Deliberate differences from the official code, all about arguments rather than checking:
+Deliberate differences from the official code:
 
 - A missing or invalid kwarg raises ``ValueError`` naming it (an unexpected one raises ``TypeError``).
   The official code silently picks a RANDOM value instead, which would make a verdict meaningless.
@@ -15,6 +15,9 @@ Deliberate differences from the official code, all about arguments rather than c
 - Sentence counting uses `hir_trl.verifiers.text.split_sentences` (NLTK's Punkt model when installed, a
   deterministic fallback otherwise), and so does the sentence step of ``nltk.word_tokenize`` used by
   ``change_case:capital_word_frequency``. With Punkt installed both match the official code exactly.
+- Words are counted by `hir_trl.verifiers.text.count_words`: ``\\w+`` on the ``regex`` engine, as IFEval's
+  ``RegexpTokenizer(r"\\w+")`` runs under nltk >= 3.10 (its ``\\w`` also matches combining marks, so Thai or
+  Devanagari words are not split apart).
 - Language detection seeds langdetect (``DetectorFactory.seed = 0``) so verdicts are reproducible.
   As in the official code, text langdetect cannot classify counts as followed.
 
@@ -454,7 +457,9 @@ class Postscript(IFEvalChecker):
         self.postscript_marker = _text(self, kwargs, "postscript_marker")
 
     def build_description(self) -> str:
-        return f"At the end of your response, please explicitly add a postscript starting with {self.postscript_marker}"
+        return (
+            f"At the end of your response, please explicitly add a postscript starting with {self.postscript_marker}"
+        )
 
     def check_following(self, response: str, prompt: str | None = None) -> bool:
         if self.postscript_marker == "P.P.S":
@@ -685,8 +690,7 @@ class EndPhrase(IFEvalChecker):
 
     def build_description(self) -> str:
         return (
-            f"Finish your response with this exact phrase {self.end_phrase}. "
-            "No other words should follow this phrase."
+            f"Finish your response with this exact phrase {self.end_phrase}. No other words should follow this phrase."
         )
 
     def check_following(self, response: str, prompt: str | None = None) -> bool:
@@ -709,7 +713,9 @@ class CapitalWordFrequency(IFEvalChecker):
         self.relation = _relation(self, kwargs, "capital_relation")
 
     def build_description(self) -> str:
-        return f"In your response, words with all capital letters should appear {self.relation} {self.frequency} times."
+        return (
+            f"In your response, words with all capital letters should appear {self.relation} {self.frequency} times."
+        )
 
     def check_following(self, response: str, prompt: str | None = None) -> bool:
         capital_words = sum(1 for word in _word_tokenize(response) if word.isupper())

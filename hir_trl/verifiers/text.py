@@ -10,13 +10,17 @@ from __future__ import annotations
 import functools
 import re
 
+import regex
+
 # Common English abbreviations that end in a period but do not end a sentence.
 _ABBREVIATIONS = frozenset(
     "mr mrs ms dr prof sr jr st vs etc e.g i.e fig no inc ltd co corp dept est approx u.s u.k a.m p.m jan feb mar apr "
     "jun jul aug sep sept oct nov dec".split()
 )
 _SENTENCE_END = re.compile(r"[.!?]+[\"')\]]*(?=\s+|$)")
-_WORD = re.compile(r"\w+")
+# The third-party `regex` engine, as NLTK >= 3.10's RegexpTokenizer uses: its \w also matches combining
+# marks, so Devanagari or Thai words are not split apart (lm-eval's IFEval counts the same way).
+_WORD = regex.compile(r"\w+")
 
 
 @functools.lru_cache(maxsize=1)
@@ -76,5 +80,5 @@ def count_sentences(text: str) -> int:
 
 
 def count_words(text: str) -> int:
-    """Number of ``\\w+`` tokens, as IFEval's ``nltk.tokenize.RegexpTokenizer(r"\\w+")`` counts words."""
+    """Number of ``\\w+`` tokens, as IFEval's ``nltk.tokenize.RegexpTokenizer(r"\\w+")`` counts words (NLTK >= 3.10)."""
     return len(_WORD.findall(text))

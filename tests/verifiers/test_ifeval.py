@@ -1,0 +1,957 @@
+r"""Tests for the IFEval rule verifiers (`hir_trl.verifiers.ifeval`).
+
+Hand-written cases pin the official semantics; differential tests compare every strict (and loose)
+verdict and every description with lm-eval's copy of the official IFEval code, on generated texts and
+on the 541 real IFEval prompts with their real kwargs.
+
+Known, accepted differences from lm-eval (see the module docstring of `hir_trl.verifiers.ifeval`):
+- lm-eval picks random kwargs when one is missing or invalid; we raise instead, and we accept any single
+  character as ``letter`` (one real row uses ``"#"``). Such cases are not compared.
+- Without NLTK's punkt data lm-eval cannot count sentences nor run ``nltk.word_tokenize``. Sentence
+  counting is then compared only when punkt is installed (our fallback is tested on unambiguous text),
+  and for ``change_case:capital_word_frequency`` lm-eval's ``word_tokenize`` is given our sentence
+  splitter (it is Punkt itself when punkt is installed), so the word tokenisation and counting are
+  still compared.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import random
+import string
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hir_trl.verifiers import ifeval, verify_constraint
+from hir_trl.verifiers.base import Checker
+from hir_trl.verifiers.text import count_sentences, count_words, sentence_backend, split_sentences
+
+SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+IFEVAL_DATA = SHARED_DATA / "ifeval" / "input_data.jsonl"
+
+ALL_IDS = [
+    "keywords:existence",
+    "keywords:frequency",
+    "keywords:forbidden_words",
+    "keywords:letter_frequency",
+    "language:response_language",
+    "length_constraints:number_sentences",
+    "length_constraints:number_paragraphs",
+    "length_constraints:number_words",
+    "length_constraints:nth_paragraph_first_word",
+    "detectable_content:number_placeholders",
+    "detectable_content:postscript",
+    "detectable_format:number_bullet_lists",
+    "detectable_format:constrained_response",
+    "detectable_format:number_highlighted_sections",
+    "detectable_format:multiple_sections",
+    "detectable_format:json_format",
+    "detectable_format:title",
+    "combination:two_responses",
+    "combination:repeat_prompt",
+    "startend:end_checker",
+    "change_case:capital_word_frequency",
+    "change_case:english_capital",
+    "change_case:english_lowercase",
+    "punctuation:no_comma",
+    "startend:quotation",
+]
+
+SENTENCES_ID = "length_constraints:number_sentences"
+
+#: Valid kwargs for every id (all non-falsy, so lm-eval's ``if v`` filter keeps them).
+EXAMPLE_KWARGS: dict[str, dict] = {
+    "keywords:existence": {"keywords": ["love", "story"]},
+    "keywords:frequency": {"keyword": "love", "frequency": 2, "relation": "at least"},
+    "keywords:forbidden_words": {"forbidden_words": ["love", "bad"]},
+    "keywords:letter_frequency": {"letter": "e", "let_frequency": 6, "let_relation": "less than"},
+    "language:response_language": {"language": "fr"},
+    "length_constraints:number_sentences": {"num_sentences": 3, "relation": "at least"},
+    "length_constraints:number_paragraphs": {"num_paragraphs": 2},
+    "length_constraints:number_words": {"num_words": 12, "relation": "less than"},
+    "length_constraints:nth_paragraph_first_word": {"num_paragraphs": 2, "nth_paragraph": 2, "first_word": "love"},
+    "detectable_content:number_placeholders": {"num_placeholders": 2},
+    "detectable_content:postscript": {"postscript_marker": "P.S."},
+    "detectable_format:number_bullet_lists": {"num_bullets": 2},
+    "detectable_format:constrained_response": {},
+    "detectable_format:number_highlighted_sections": {"num_highlights": 2},
+    "detectable_format:multiple_sections": {"section_spliter": "Section", "num_sections": 2},
+    "detectable_format:json_format": {},
+    "detectable_format:title": {},
+    "combination:two_responses": {},
+    "combination:repeat_prompt": {"prompt_to_repeat": "Write a love story."},
+    "startend:end_checker": {"end_phrase": "Any other questions?"},
+    "change_case:capital_word_frequency": {"capital_frequency": 2, "capital_relation": "at least"},
+    "change_case:english_capital": {},
+    "change_case:english_lowercase": {},
+    "punctuation:no_comma": {},
+    "startend:quotation": {},
+}
+
+FRENCH = "Je voudrais vous raconter une histoire sur mon voyage en France avec ma famille l'année dernière."
+ENGLISH = "I would like to tell you a story about my trip to France with my family last year."
+SAMPLE_LANGUAGE_TEXTS = {
+    "fr": FRENCH,
+    "en": ENGLISH,
+    "es": "Me gustaría contarte una historia sobre mi viaje a Francia con mi familia el año pasado.",
+    "de": "Ich möchte dir eine Geschichte über meine Reise nach Frankreich mit meiner Familie erzählen.",
+    "it": "Vorrei raccontarti una storia sul mio viaggio in Francia con la mia famiglia l'anno scorso.",
+    "pt": "Eu gostaria de contar uma história sobre a minha viagem à França com a minha família.",
+    "ru": "Я хотел бы рассказать вам историю о моей поездке во Францию с семьёй в прошлом году.",
+    "bg": "Бих искал да ви разкажа история за моето пътуване до Франция със семейството ми.",
+    "hi": "मैं आपको पिछले साल अपने परिवार के साथ फ्रांस की यात्रा के बारे में एक कहानी सुनाना चाहता हूँ।",
+    "ar": "أود أن أحكي لكم قصة عن رحلتي إلى فرنسا مع عائلتي في العام الماضي.",
+    "ko": "작년에 가족과 함께 프랑스로 여행을 갔던 이야기를 들려드리고 싶습니다.",
+    "vi": "Tôi muốn kể cho bạn nghe một câu chuyện về chuyến đi của tôi đến Pháp cùng gia đình năm ngoái.",
+    "fi": "Haluaisin kertoa sinulle tarinan matkastani Ranskaan perheeni kanssa viime vuonna.",
+    "sw": "Ningependa kukusimulia hadithi kuhusu safari yangu ya kwenda Ufaransa pamoja na familia yangu.",
+    "th": "ฉันอยากจะเล่าเรื่องการเดินทางไปฝรั่งเศสกับครอบครัวของฉันเมื่อปีที่แล้วให้คุณฟัง",
+}
+
+
+def _punkt_available() -> bool:
+    try:
+        import nltk
+
+        nltk.data.find("tokenizers/punkt_tab/english/")
+    except (ImportError, LookupError):
+        return False
+    return True
+
+
+def _load_rows() -> list[dict]:
+    if not IFEVAL_DATA.is_file():
+        pytest.skip(f"IFEval data not found at {IFEVAL_DATA} (the shared/ folder beside the repository)")
+    return [json.loads(line) for line in IFEVAL_DATA.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict]:
+    return _load_rows()
+
+
+@pytest.fixture(scope="module")
+def lm():
+    """lm-eval's official IFEval code, the test oracle (seeded langdetect; see the module docstring)."""
+    registry = pytest.importorskip("lm_eval.tasks.ifeval.instructions_registry")
+    utils = importlib.import_module("lm_eval.tasks.ifeval.utils")
+    import langdetect
+    import nltk.tokenize
+
+    langdetect.DetectorFactory.seed = 0
+    with pytest.MonkeyPatch.context() as patch:
+        # lm-eval logs an ERROR for every text langdetect cannot classify; that is expected here.
+        patch.setattr(logging.getLogger("lm_eval.tasks.ifeval.instructions"), "disabled", True)
+        if not _punkt_available():
+            patch.setattr(nltk.tokenize, "sent_tokenize", lambda text, language="english": split_sentences(text))
+        yield SimpleNamespace(registry=registry, utils=utils)
+
+
+def oracle_strict(lm, instruction_id: str, kwargs: dict, response: str, prompt: str = "") -> bool:
+    inp = lm.utils.InputExample(key=0, instruction_id_list=[instruction_id], prompt=prompt, kwargs=[kwargs])
+    return lm.utils.test_instruction_following_strict(inp, response).follow_instruction_list[0]
+
+
+def oracle_loose(lm, instruction_id: str, kwargs: dict, response: str, prompt: str = "") -> bool:
+    inp = lm.utils.InputExample(key=0, instruction_id_list=[instruction_id], prompt=prompt, kwargs=[kwargs])
+    return lm.utils.test_instruction_following_loose(inp, response).follow_instruction_list[0]
+
+
+def oracle_description(lm, instruction_id: str, kwargs: dict) -> str:
+    return lm.registry.INSTRUCTION_DICT[instruction_id](instruction_id).build_description(**kwargs)
+
+
+def oracle_is_deterministic(instruction_id: str, kwargs: dict) -> bool:
+    """False where lm-eval would pick random kwargs (we raise or, for ``letter``, accept any character)."""
+    letter = kwargs.get("letter")
+    return not (instruction_id == "keywords:letter_frequency" and not (letter and letter in string.ascii_letters))
+
+
+# --------------------------------------------------------------------------------------------------
+# Registry and interface
+# --------------------------------------------------------------------------------------------------
+
+
+def test_registry_has_all_25_official_ids():
+    assert ifeval.FAMILY == "ifeval"
+    assert sorted(ifeval.REGISTRY) == sorted(ALL_IDS)
+    assert len(ifeval.REGISTRY) == 25
+    for instruction_id, cls in ifeval.REGISTRY.items():
+        assert issubclass(cls, Checker)
+        assert cls.instruction_id == instruction_id
+        assert cls.needs_prompt == (instruction_id == "combination:repeat_prompt")
+
+
+def test_registry_matches_lm_eval(lm):
+    assert set(ifeval.REGISTRY) == set(lm.registry.INSTRUCTION_DICT)
+
+
+def test_arg_names_match_lm_eval(lm):
+    for instruction_id, kwargs in EXAMPLE_KWARGS.items():
+        official = lm.registry.INSTRUCTION_DICT[instruction_id](instruction_id)
+        official.build_description(**kwargs)
+        assert sorted(ifeval.REGISTRY[instruction_id].arg_names) == sorted(official.get_instruction_args_keys())
+
+
+def test_verify_constraint_dispatches_to_ifeval():
+    assert verify_constraint("ifeval", "punctuation:no_comma", None, "No commas here.").passed
+    verdict = verify_constraint("ifeval", "punctuation:no_comma", {}, "A, B")
+    assert not verdict.passed and verdict.error is None
+    verdict = verify_constraint("ifeval", "no:such_id", {}, "text")
+    assert not verdict.passed and verdict.error.startswith("KeyError") and "no:such_id" in verdict.error
+    verdict = verify_constraint("ifeval", "keywords:frequency", {"keyword": "x", "relation": "at least"}, "x")
+    assert not verdict.passed and verdict.error.startswith("ValueError") and "frequency" in verdict.error
+
+
+# --------------------------------------------------------------------------------------------------
+# Hand-written cases: at least one passing and one failing response per id
+# --------------------------------------------------------------------------------------------------
+
+HAND_CASES = [
+    # (instruction_id, kwargs, response, expected)
+    ("keywords:existence", {"keywords": ["apple", "Banana"]}, "I like apples and BANANAS.", True),
+    ("keywords:existence", {"keywords": ["apple", "Banana"]}, "I like apples.", False),
+    ("keywords:frequency", {"keyword": "cat", "frequency": 2, "relation": "at least"}, "A cat met a CAT.", True),
+    ("keywords:frequency", {"keyword": "cat", "frequency": 2, "relation": "at least"}, "A cat met a dog.", False),
+    ("keywords:frequency", {"keyword": "cat", "frequency": 2, "relation": "less than"}, "One cat.", True),
+    ("keywords:frequency", {"keyword": "cat", "frequency": 2, "relation": "less than"}, "cat concatenate", False),
+    ("keywords:forbidden_words", {"forbidden_words": ["bad", "evil"]}, "A good badge.", True),
+    ("keywords:forbidden_words", {"forbidden_words": ["bad", "evil"]}, "That is Bad.", False),
+    ("keywords:letter_frequency", {"letter": "z", "let_frequency": 3, "let_relation": "at least"}, "Zigzag zoo", True),
+    ("keywords:letter_frequency", {"letter": "z", "let_frequency": 3, "let_relation": "at least"}, "lazy", False),
+    ("keywords:letter_frequency", {"letter": "Z", "let_frequency": 2, "let_relation": "less than"}, "lazy", True),
+    (
+        "keywords:letter_frequency",
+        {"letter": "#", "let_frequency": 4, "let_relation": "at least"},
+        "#a #b #c #d",
+        True,
+    ),
+    ("keywords:letter_frequency", {"letter": "#", "let_frequency": 4, "let_relation": "at least"}, "#a #b", False),
+    ("language:response_language", {"language": "fr"}, FRENCH, True),
+    ("language:response_language", {"language": "fr"}, ENGLISH, False),
+    ("language:response_language", {"language": "fr"}, "12345 !!!", True),  # undetectable: counts as followed
+    ("length_constraints:number_sentences", {"num_sentences": 3, "relation": "less than"}, "One. Two!", True),
+    ("length_constraints:number_sentences", {"num_sentences": 3, "relation": "less than"}, "One. Two! Three?", False),
+    ("length_constraints:number_sentences", {"num_sentences": 3, "relation": "at least"}, "One. Two! Three?", True),
+    ("length_constraints:number_paragraphs", {"num_paragraphs": 3}, "A\n***\nB\n***\nC", True),
+    ("length_constraints:number_paragraphs", {"num_paragraphs": 3}, "***\nA\n***\nB\n***\nC\n***", True),
+    ("length_constraints:number_paragraphs", {"num_paragraphs": 3}, "A\n***\nB", False),
+    ("length_constraints:number_paragraphs", {"num_paragraphs": 3}, "A\n***\n\n***\nC", False),
+    ("length_constraints:number_words", {"num_words": 5, "relation": "less than"}, "one two three four", True),
+    ("length_constraints:number_words", {"num_words": 5, "relation": "less than"}, "one two three don't", False),
+    ("length_constraints:number_words", {"num_words": 3, "relation": "at least"}, "one, two; three", True),
+    (
+        "length_constraints:nth_paragraph_first_word",
+        {"num_paragraphs": 2, "nth_paragraph": 2, "first_word": "Then"},
+        "First part.\n\nThen, the second.",
+        True,
+    ),
+    (
+        "length_constraints:nth_paragraph_first_word",
+        {"num_paragraphs": 2, "nth_paragraph": 2, "first_word": "then"},
+        'First part.\n\n"Then" it ended.',
+        True,
+    ),
+    (
+        "length_constraints:nth_paragraph_first_word",
+        {"num_paragraphs": 2, "nth_paragraph": 2, "first_word": "then"},
+        "First part.\n\nAnd then.",
+        False,
+    ),
+    (
+        "length_constraints:nth_paragraph_first_word",
+        {"num_paragraphs": 2, "nth_paragraph": 2, "first_word": "then"},
+        "First.\n\nThen two.\n\nThree.",
+        False,
+    ),
+    # Official quirk: the nth paragraph is indexed among ALL parts, empty ones included, but counted without them.
+    (
+        "length_constraints:nth_paragraph_first_word",
+        {"num_paragraphs": 2, "nth_paragraph": 2, "first_word": "then"},
+        "\n\nFirst.\n\nThen two.",
+        False,
+    ),
+    ("detectable_content:number_placeholders", {"num_placeholders": 2}, "Dear [name], at [address].", True),
+    ("detectable_content:number_placeholders", {"num_placeholders": 2}, "Dear [name].", False),
+    ("detectable_content:number_placeholders", {"num_placeholders": 2}, "Empty [] counts: [x]", True),
+    ("detectable_content:postscript", {"postscript_marker": "P.S."}, "Hello.\nP.S. See you.", True),
+    ("detectable_content:postscript", {"postscript_marker": "P.S."}, "Hello.\np. s. See you.", True),
+    ("detectable_content:postscript", {"postscript_marker": "P.S."}, "Hello. PS see you.", False),
+    ("detectable_content:postscript", {"postscript_marker": "P.P.S"}, "Hi.\nP.P.S bye", True),
+    ("detectable_content:postscript", {"postscript_marker": "P.P.S"}, "Hi.\nP.S. bye", False),
+    ("detectable_format:number_bullet_lists", {"num_bullets": 2}, "Intro\n* one\n- two", True),
+    ("detectable_format:number_bullet_lists", {"num_bullets": 2}, "**Bold** title\n* one\n* two", True),
+    ("detectable_format:number_bullet_lists", {"num_bullets": 2}, "* one\n* two\n* three", False),
+    ("detectable_format:constrained_response", {}, "Well. My answer is yes.", True),
+    ("detectable_format:constrained_response", {}, "My answer is Yes", False),
+    ("detectable_format:number_highlighted_sections", {"num_highlights": 2}, "*one* and *two*", True),
+    ("detectable_format:number_highlighted_sections", {"num_highlights": 2}, "**bold** and **more**", True),
+    ("detectable_format:number_highlighted_sections", {"num_highlights": 2}, "*one* and * * and **", False),
+    (
+        "detectable_format:multiple_sections",
+        {"section_spliter": "Section", "num_sections": 2},
+        "Section 1\nA\nSection 2\nB",
+        True,
+    ),
+    (
+        "detectable_format:multiple_sections",
+        {"section_spliter": "Section", "num_sections": 2},
+        "Section 1\nA\nsection 2\nB",
+        False,
+    ),
+    (
+        "detectable_format:multiple_sections",
+        {"section_spliter": "SECTION", "num_sections": 2},
+        "SECTION1 a SECTION2 b",
+        True,
+    ),
+    ("detectable_format:json_format", {}, '```json\n{"a": [1, 2]}\n```', True),
+    ("detectable_format:json_format", {}, ' "just a string" ', True),
+    ("detectable_format:json_format", {}, '```Json\n{"a": null}```', True),
+    ("detectable_format:json_format", {}, "{a: 1}", False),
+    ("detectable_format:title", {}, "<<My Title>>\nText.", True),
+    ("detectable_format:title", {}, "<< >> text", False),
+    ("detectable_format:title", {}, "<<a\nb>>", False),
+    ("combination:two_responses", {}, "First answer.\n******\nSecond answer.", True),
+    ("combination:two_responses", {}, "******\nFirst.\n******\nSecond.\n******", True),
+    ("combination:two_responses", {}, "Same.\n******\nSame.", False),
+    ("combination:two_responses", {}, "A\n******\n\n******\nB", False),
+    ("combination:repeat_prompt", {"prompt_to_repeat": "Write a poem."}, "  write a POEM. Roses are red.", True),
+    ("combination:repeat_prompt", {"prompt_to_repeat": "Write a poem."}, "Sure! Write a poem.", False),
+    ("startend:end_checker", {"end_phrase": "Any other questions?"}, '"Done. any other QUESTIONS?"\n', True),
+    ("startend:end_checker", {"end_phrase": "Any other questions?"}, "Any other questions? Yes.", False),
+    (
+        "change_case:capital_word_frequency",
+        {"capital_frequency": 2, "capital_relation": "at least"},
+        "THIS is VERY good.",
+        True,
+    ),
+    (
+        "change_case:capital_word_frequency",
+        {"capital_frequency": 2, "capital_relation": "at least"},
+        "This is Very good. OK",
+        False,
+    ),
+    (
+        "change_case:capital_word_frequency",
+        {"capital_frequency": 2, "capital_relation": "less than"},
+        "Only ONE word.",
+        True,
+    ),
+    (
+        "change_case:capital_word_frequency",
+        {"capital_frequency": 2, "capital_relation": "less than"},
+        "I DON'T know.",
+        False,
+    ),  # Treebank splits DON'T into DO + N'T, and I counts
+    ("change_case:english_capital", {}, "THIS IS AN ENGLISH SENTENCE ABOUT THE WEATHER TODAY.", True),
+    ("change_case:english_capital", {}, "THIS IS AN ENGLISH SENTENCE ABOUT THE WEATHER today.", False),
+    ("change_case:english_capital", {}, FRENCH.upper(), False),
+    ("change_case:english_lowercase", {}, ENGLISH.lower(), True),
+    ("change_case:english_lowercase", {}, ENGLISH, False),
+    ("change_case:english_lowercase", {}, FRENCH.lower(), False),
+    ("punctuation:no_comma", {}, "No commas here.", True),
+    ("punctuation:no_comma", {}, "Yes, a comma.", False),
+    ("startend:quotation", {}, '  "Quoted text."\n', True),
+    ("startend:quotation", {}, 'Not "quoted".', False),
+    ("startend:quotation", {}, '"', False),
+]
+
+
+@pytest.mark.parametrize(("instruction_id", "kwargs", "response", "expected"), HAND_CASES)
+def test_hand_written_case(instruction_id, kwargs, response, expected):
+    if instruction_id == SENTENCES_ID and sentence_backend() == "fallback":
+        assert len(split_sentences(response)) == response.count(".") + response.count("!") + response.count("?")
+    assert ifeval.check(instruction_id, kwargs, response) is expected
+
+
+def test_hand_written_cases_cover_every_id_both_ways():
+    outcomes = {(case[0], case[3]) for case in HAND_CASES}
+    for instruction_id in ALL_IDS:
+        assert (instruction_id, True) in outcomes, instruction_id
+        assert (instruction_id, False) in outcomes, instruction_id
+
+
+def test_hand_written_cases_agree_with_lm_eval(lm):
+    compared = 0
+    for instruction_id, kwargs, response, expected in HAND_CASES:
+        if instruction_id == SENTENCES_ID and not _punkt_available():
+            continue
+        if not oracle_is_deterministic(instruction_id, kwargs):
+            continue
+        assert oracle_strict(lm, instruction_id, kwargs, response) is expected, (instruction_id, kwargs, response)
+        compared += 1
+    assert compared >= 70
+
+
+# --------------------------------------------------------------------------------------------------
+# Descriptions
+# --------------------------------------------------------------------------------------------------
+
+
+def test_descriptions_exact_text():
+    describe = lambda iid, kwargs: ifeval.build_checker(iid, kwargs).build_description()  # noqa: E731
+    assert describe("keywords:existence", {"keywords": ["b", "a"]}) == "Include keywords ['a', 'b'] in the response."
+    assert describe("keywords:forbidden_words", {"forbidden_words": ["y", "x", "y"]}) == (
+        "Do not include keywords ['x', 'y'] in the response."
+    )
+    assert describe("length_constraints:number_words", {"num_words": 300, "relation": "at least"}) == (
+        "Answer with at least 300 words."
+    )
+    assert describe("language:response_language", {"language": "hi"}) == (
+        "Your ENTIRE response should be in Hindi language, no other language is allowed."
+    )
+    assert describe(
+        "length_constraints:nth_paragraph_first_word", {"num_paragraphs": 3, "nth_paragraph": 2, "first_word": "Elm"}
+    ) == (
+        "There should be 3 paragraphs. Paragraphs and only paragraphs are separated with each other by two new "
+        "lines as if it was '\\n\\n' in python. Paragraph 2 must start with word elm."
+    )
+    assert describe("detectable_format:constrained_response", {}) == (
+        "Answer with one of the following options: ('My answer is yes.', 'My answer is no.', 'My answer is maybe.')"
+    )
+    assert describe("detectable_format:multiple_sections", {"section_spliter": " Day ", "num_sections": 2}) == (
+        "Your response must have 2 sections. Mark the beginning of each section with Day X, such as:\n"
+        "Day 1\n[content of section 1]\nDay 2\n[content of section 2]"
+    )
+    for instruction_id, kwargs in EXAMPLE_KWARGS.items():
+        assert describe(instruction_id, kwargs).strip()
+
+
+def test_descriptions_match_lm_eval_for_examples_and_hand_cases(lm):
+    cases = list(EXAMPLE_KWARGS.items()) + [(case[0], case[1]) for case in HAND_CASES]
+    for instruction_id, kwargs in cases:
+        if oracle_is_deterministic(instruction_id, kwargs):
+            ours = ifeval.build_checker(instruction_id, kwargs).build_description()
+            assert ours == oracle_description(lm, instruction_id, kwargs), (instruction_id, kwargs)
+
+
+def test_descriptions_match_lm_eval_on_real_data(lm, rows):
+    compared = 0
+    for row in rows:
+        for instruction_id, kwargs in zip(row["instruction_id_list"], row["kwargs"]):
+            if oracle_is_deterministic(instruction_id, kwargs):
+                ours = ifeval.build_checker(instruction_id, kwargs, row["prompt"]).build_description()
+                assert ours == oracle_description(lm, instruction_id, kwargs), (row["key"], instruction_id)
+                compared += 1
+    assert compared >= 800
+
+
+# --------------------------------------------------------------------------------------------------
+# Errors and the official evaluation conventions
+# --------------------------------------------------------------------------------------------------
+
+
+def test_unknown_id_raises_key_error_naming_it():
+    with pytest.raises(KeyError, match="keywords:nope"):
+        ifeval.check("keywords:nope", {}, "text")
+    with pytest.raises(KeyError, match="keywords:nope"):
+        ifeval.check_loose("keywords:nope", {}, "text")
+
+
+REQUIRED_ARGS = [
+    (instruction_id, name)
+    for instruction_id, kwargs in EXAMPLE_KWARGS.items()
+    if instruction_id != "combination:repeat_prompt"
+    for name in kwargs
+]
+
+
+@pytest.mark.parametrize(("instruction_id", "name"), REQUIRED_ARGS)
+def test_missing_required_kwarg_raises_value_error_naming_it(instruction_id, name):
+    kwargs = {key: value for key, value in EXAMPLE_KWARGS[instruction_id].items() if key != name}
+    with pytest.raises(ValueError, match=name):
+        ifeval.check(instruction_id, kwargs, "Some response text.")
+    with pytest.raises(ValueError, match=name):  # a None value is dropped, so it is missing too
+        ifeval.check(instruction_id, {**kwargs, name: None}, "Some response text.")
+    with pytest.raises(ValueError, match=name):
+        ifeval.REGISTRY[instruction_id](**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("instruction_id", "bad", "name"),
+    [
+        ("keywords:existence", {"keywords": []}, "keywords"),
+        ("keywords:existence", {"keywords": "love"}, "keywords"),
+        ("keywords:existence", {"keywords": ["love", ""]}, "keywords"),
+        ("keywords:forbidden_words", {"forbidden_words": [3]}, "forbidden_words"),
+        ("keywords:frequency", {"keyword": "  "}, "keyword"),
+        ("keywords:frequency", {"frequency": -1}, "frequency"),
+        ("keywords:frequency", {"frequency": "2"}, "frequency"),
+        ("keywords:frequency", {"frequency": True}, "frequency"),
+        ("keywords:frequency", {"relation": "at most"}, "relation"),
+        ("keywords:letter_frequency", {"letter": "ab"}, "letter"),
+        ("keywords:letter_frequency", {"let_relation": "more than"}, "let_relation"),
+        ("keywords:letter_frequency", {"let_frequency": 2.5}, "let_frequency"),
+        ("language:response_language", {"language": "xx"}, "language"),
+        ("language:response_language", {"language": "French"}, "language"),
+        ("length_constraints:number_sentences", {"relation": "exactly"}, "relation"),
+        ("length_constraints:number_paragraphs", {"num_paragraphs": -2}, "num_paragraphs"),
+        ("length_constraints:number_words", {"num_words": "many"}, "num_words"),
+        ("length_constraints:nth_paragraph_first_word", {"nth_paragraph": 3}, "nth_paragraph"),
+        ("length_constraints:nth_paragraph_first_word", {"nth_paragraph": 0}, "nth_paragraph"),
+        ("length_constraints:nth_paragraph_first_word", {"num_paragraphs": 0}, "num_paragraphs"),
+        ("length_constraints:nth_paragraph_first_word", {"first_word": ""}, "first_word"),
+        ("detectable_content:number_placeholders", {"num_placeholders": -1}, "num_placeholders"),
+        ("detectable_content:postscript", {"postscript_marker": ""}, "postscript_marker"),
+        ("detectable_format:number_bullet_lists", {"num_bullets": -3}, "num_bullets"),
+        ("detectable_format:number_highlighted_sections", {"num_highlights": -1}, "num_highlights"),
+        ("detectable_format:multiple_sections", {"section_spliter": 5}, "section_spliter"),
+        ("detectable_format:multiple_sections", {"num_sections": None}, "num_sections"),
+        ("combination:repeat_prompt", {"prompt_to_repeat": ""}, "prompt_to_repeat"),
+        ("startend:end_checker", {"end_phrase": ["x"]}, "end_phrase"),
+        ("change_case:capital_word_frequency", {"capital_relation": "at most"}, "capital_relation"),
+        ("change_case:capital_word_frequency", {"capital_frequency": -1}, "capital_frequency"),
+    ],
+)
+def test_bad_kwarg_raises_value_error_naming_it(instruction_id, bad, name):
+    with pytest.raises(ValueError, match=name):
+        ifeval.check(instruction_id, {**EXAMPLE_KWARGS[instruction_id], **bad}, "Some response text.", "Prompt.")
+
+
+@pytest.mark.parametrize("instruction_id", ALL_IDS)
+def test_unexpected_kwarg_raises_type_error(instruction_id):
+    with pytest.raises(TypeError, match="surprise"):
+        ifeval.check(instruction_id, {**EXAMPLE_KWARGS[instruction_id], "surprise": 1}, "Text.")
+
+
+@pytest.mark.parametrize("instruction_id", ALL_IDS)
+def test_empty_response_fails(instruction_id):
+    kwargs = EXAMPLE_KWARGS[instruction_id]
+    for response in ("", "   ", "\n\t\n"):
+        assert ifeval.check(instruction_id, kwargs, response, "Prompt.") is False
+        assert ifeval.check_loose(instruction_id, kwargs, response, "Prompt.") is False
+
+
+def test_empty_response_rule_matters():
+    # Raw checkers accept a blank text for these; the official evaluation fails it.
+    assert ifeval.REGISTRY["punctuation:no_comma"]().check_following("  ")
+    assert ifeval.REGISTRY["keywords:forbidden_words"](forbidden_words=["x"]).check_following("")
+    assert not ifeval.check("punctuation:no_comma", {}, "  ")
+
+
+def test_none_kwargs_are_dropped():
+    # HF-datasets style: every kwarg name of every id, None where unused.
+    all_names = {name for cls in ifeval.REGISTRY.values() for name in cls.arg_names}
+    padded = dict.fromkeys(all_names)
+    assert ifeval.check("punctuation:no_comma", padded, "No comma.") is True
+    kwargs = {**padded, "num_words": 3, "relation": "at least"}
+    assert ifeval.check("length_constraints:number_words", kwargs, "one two three") is True
+    assert ifeval.check("length_constraints:number_words", kwargs, "one two") is False
+    assert ifeval.check("keywords:existence", {**padded, "keywords": ["cat"]}, "A cat.") is True
+    assert ifeval.check("punctuation:no_comma", None, "No comma.") is True
+
+
+def test_repeat_prompt_uses_kwarg_then_prompt():
+    iid = "combination:repeat_prompt"
+    assert ifeval.check(iid, {}, "Write a poem. Here it is.", prompt="Write a poem.") is True
+    assert ifeval.check(iid, {"prompt_to_repeat": None}, "Write a poem. Here.", prompt="Write a poem.") is True
+    assert ifeval.check(iid, {}, "Here it is.", prompt="Write a poem.") is False
+    # The kwarg wins over the prompt (real rows repeat only the inner request).
+    kwargs = {"prompt_to_repeat": "Write a poem."}
+    assert ifeval.check(iid, kwargs, "Write a poem. Ok.", prompt="First repeat the request. Write a poem.") is True
+    with pytest.raises(ValueError, match="prompt_to_repeat"):
+        ifeval.check(iid, {}, "Write a poem.")
+    with pytest.raises(ValueError, match="prompt_to_repeat"):
+        ifeval.check_loose(iid, None, "Write a poem.")
+    # The checker itself can take the prompt at check time.
+    checker = ifeval.REGISTRY[iid]()
+    assert checker.check_following("write a poem. ok", prompt="Write a poem.")
+    with pytest.raises(ValueError, match="prompt_to_repeat"):
+        checker.check_following("write a poem.")
+
+
+def test_response_must_be_a_string():
+    with pytest.raises(TypeError):
+        ifeval.check("punctuation:no_comma", {}, None)
+
+
+def test_kwargs_are_not_mutated():
+    kwargs = {"keywords": ["b", "a"], "unused": None}
+    ifeval.check("keywords:existence", kwargs, "a b")
+    assert kwargs == {"keywords": ["b", "a"], "unused": None}
+
+
+# --------------------------------------------------------------------------------------------------
+# Sentence counting and loose mode
+# --------------------------------------------------------------------------------------------------
+
+
+def test_number_sentences_on_unambiguous_text():
+    iid = SENTENCES_ID
+    text = "The sun rose over the hills. Birds began to sing! Was it morning already? Yes it was."
+    assert count_sentences(text) == 4
+    assert ifeval.check(iid, {"num_sentences": 4, "relation": "at least"}, text) is True
+    assert ifeval.check(iid, {"num_sentences": 5, "relation": "at least"}, text) is False
+    assert ifeval.check(iid, {"num_sentences": 5, "relation": "less than"}, text) is True
+    assert ifeval.check(iid, {"num_sentences": 4, "relation": "less than"}, text) is False
+    assert ifeval.check(iid, {"num_sentences": 2, "relation": "less than"}, "Just one sentence here.") is True
+
+
+def test_number_sentences_matches_lm_eval_with_punkt(lm, rows):
+    if not _punkt_available():
+        pytest.skip("NLTK punkt data is not installed: lm-eval cannot count sentences (our fallback is tested above)")
+    for row in rows:
+        for relation in ("less than", "at least"):
+            for n in (1, 3, 8):
+                kwargs = {"num_sentences": n, "relation": relation}
+                assert ifeval.check(SENTENCES_ID, kwargs, row["prompt"]) == oracle_strict(
+                    lm, SENTENCES_ID, kwargs, row["prompt"]
+                )
+
+
+def test_loose_variants_are_the_official_eight():
+    response = "Sure, here:\n*Title*\nBody **bold**\nBye"
+    assert ifeval.loose_variants(response) == [
+        response,
+        "Sure, here:\nTitle\nBody bold\nBye",
+        "*Title*\nBody **bold**\nBye",
+        "Sure, here:\n*Title*\nBody **bold**",
+        "*Title*\nBody **bold**",
+        "Title\nBody bold\nBye",
+        "Sure, here:\nTitle\nBody bold",
+        "Title\nBody bold",
+    ]
+    assert ifeval.loose_variants("one line") == ["one line", "one line", "", "", "", "", "", ""]
+
+
+def test_check_loose_accepts_what_strict_rejects():
+    response = 'Here is my answer:\n"A quoted reply."'
+    assert ifeval.check("startend:quotation", {}, response) is False
+    assert ifeval.check_loose("startend:quotation", {}, response) is True
+    response = "*Note*, this has no comma after removing stars"
+    assert ifeval.check_loose("punctuation:no_comma", {}, response) is False
+    assert ifeval.check_loose("detectable_format:title", {}, "no title") is False
+
+
+# --------------------------------------------------------------------------------------------------
+# Differential tests against lm-eval
+# --------------------------------------------------------------------------------------------------
+
+_WORDS = (
+    "the a love story life dog cat house river money time people world history music science happy "
+    "important day night city letter friend water food travel school work team plan idea answer"
+).split()
+_FRAGMENTS = [
+    "*",
+    "**",
+    "***",
+    "******",
+    "\n",
+    "\n\n",
+    "\n***\n",
+    ",",
+    ", ",
+    ".",
+    "!",
+    "?",
+    '"',
+    "'",
+    "-",
+    "- ",
+    "* ",
+    "[name]",
+    "[]",
+    "[ address ]",
+    "<<A Title>>",
+    "<< >>",
+    "<<>>",
+    "<<",
+    ">>",
+    "P.S.",
+    "P.P.S",
+    "p. s.",
+    "PS",
+    "Section 1",
+    "SECTION 2",
+    "Section 3",
+    "Section4",
+    "SECTION\t5",
+    "Day 1",
+    "PARAGRAPH 4",
+    "My answer is yes.",
+    "My answer is no.",
+    "```json",
+    "```",
+    "{",
+    "}",
+    '{"key": "value"}',
+    "[1, 2]",
+    "Any other questions?",
+    "love",
+    "LOVE",
+    "Love",
+    "don't",
+    "DON'T",
+    "U.S.A.",
+    "e.g.",
+    "Mr. Smith",
+    "3.14",
+    "...",
+    "\t",
+    "  ",
+    "ñ",
+    "é",
+    "ß",
+    "ς",
+    "İ",
+]
+
+
+def _sentence(rng: random.Random, pool: list[str]) -> str:
+    words = [rng.choice(_WORDS + pool) for _ in range(rng.randint(1, 9))]
+    style = rng.random()
+    if style < 0.15:
+        words = [w.upper() for w in words]
+    elif style < 0.3:
+        words = [w.capitalize() for w in words]
+    elif style < 0.4:
+        words = [w.lower() for w in words]
+    else:
+        words[0] = words[0].capitalize()
+    if rng.random() < 0.3 and len(words) > 2:
+        words.insert(rng.randint(1, len(words) - 1), ",")
+    return " ".join(words).replace(" ,", ",") + rng.choice([".", ".", "!", "?", "", ":"])
+
+
+def _block(rng: random.Random, pool: list[str]) -> str:
+    kind = rng.randrange(14)
+    if kind == 0:
+        return f"*{_sentence(rng, pool)}*"
+    if kind == 1:
+        return f"**{_sentence(rng, pool)}**"
+    if kind == 2:
+        bullet = rng.choice(["* ", "- ", "  * ", "*", "-", "** "])
+        return "\n".join(bullet + _sentence(rng, pool) for _ in range(rng.randint(1, 4)))
+    if kind == 3:
+        payload = json.dumps({rng.choice(_WORDS): _sentence(rng, pool), "n": rng.randint(0, 9)})
+        fence = rng.choice(["```json", "```Json", "```JSON", "```", "``` json"])
+        return rng.choice([payload, f"{fence}\n{payload}\n```", f"{fence}{payload}```", payload[:-1]])
+    if kind == 4:
+        return f"{rng.choice(['P.S.', 'P.P.S', 'p.s.', 'P. S.', 'PS:'])} {_sentence(rng, pool)}"
+    if kind == 5:
+        return f"[{rng.choice(_WORDS + [''])}]"
+    if kind == 6:
+        return f"<<{rng.choice(['', ' ', _sentence(rng, pool)])}>>"
+    if kind == 7:
+        marker = rng.choice(["Section", "SECTION", "Day", "PARAGRAPH"]) + rng.choice([" ", "", "  "])
+        return f"{marker}{rng.randint(1, 5)}\n{_sentence(rng, pool)}"
+    if kind == 8:
+        return rng.choice(list(SAMPLE_LANGUAGE_TEXTS.values()))
+    if kind == 9:
+        return rng.choice(ifeval.CONSTRAINED_RESPONSE_OPTIONS)
+    if kind == 10:
+        return rng.choice(_FRAGMENTS)
+    if kind == 11 and pool:
+        return rng.choice(pool)
+    return _sentence(rng, pool)
+
+
+_SEPARATORS = [" ", " ", "\n", "\n\n", "\n***\n", " *** ", "\n******\n", "", "\n\n\n"]
+
+
+def generate_text(rng: random.Random, pool: list[str] | None = None) -> str:
+    """A varied random text: sentences, highlights, bullets, JSON, postscripts, dividers, titles..."""
+    pool = pool or []
+    parts = [_block(rng, pool) for _ in range(rng.randint(1, 8))]
+    text = parts[0]
+    for part in parts[1:]:
+        text += rng.choice(_SEPARATORS) + part
+    transform = rng.random()
+    if transform < 0.1:
+        text = text.upper()
+    elif transform < 0.2:
+        text = text.lower()
+    elif transform < 0.27:
+        text = f'"{text}"'
+    elif transform < 0.32:
+        text = text.replace(",", "")
+    return text
+
+
+def _pool_for(kwargs: dict) -> list[str]:
+    pool = []
+    for name in ("keywords", "forbidden_words"):
+        pool += list(kwargs.get(name) or [])
+    for name in ("keyword", "end_phrase", "postscript_marker", "first_word", "letter"):
+        if kwargs.get(name):
+            pool.append(kwargs[name])
+    if kwargs.get("section_spliter"):
+        pool.append(f"{kwargs['section_spliter']} 1")
+    return pool
+
+
+def targeted_responses(instruction_id: str, kwargs: dict, prompt: str, rng: random.Random) -> list[str]:
+    """Responses on both sides of the constraint's boundary, plus generic and real texts."""
+    text = generate_text(rng, _pool_for(kwargs))
+    out = [prompt, prompt.upper(), prompt.lower(), text, generate_text(rng, _pool_for(kwargs))]
+
+    def around(n: int) -> list[int]:
+        return sorted({max(0, n - 1), n, n + 1})
+
+    if instruction_id == "length_constraints:number_words":
+        out += [" ".join(["word"] * k) for k in around(kwargs["num_words"])]
+    elif instruction_id == "detectable_content:number_placeholders":
+        out += [" ".join(["[x]"] * k) + " end" for k in around(kwargs["num_placeholders"])]
+    elif instruction_id == "detectable_format:number_bullet_lists":
+        out += ["Intro\n" + "\n".join(["* item"] * k) for k in around(kwargs["num_bullets"])]
+        out += ["\n".join(["- item"] * k) for k in around(kwargs["num_bullets"])]
+    elif instruction_id == "detectable_format:number_highlighted_sections":
+        out += [" and ".join(["*part*"] * k) + " done" for k in around(kwargs["num_highlights"])]
+    elif instruction_id == "detectable_format:multiple_sections":
+        spliter = kwargs["section_spliter"]
+        out += ["\n".join(f"{spliter} {i}\ntext" for i in range(1, k + 1)) for k in around(kwargs["num_sections"])]
+        out += [" ".join(f"{spliter}{i} text" for i in range(1, k + 1)) for k in around(kwargs["num_sections"])]
+    elif instruction_id == "length_constraints:number_paragraphs":
+        out += ["\n***\n".join([_sentence(rng, [])] * k) for k in around(kwargs["num_paragraphs"])]
+    elif instruction_id == "length_constraints:nth_paragraph_first_word":
+        n, nth, word = kwargs["num_paragraphs"], kwargs["nth_paragraph"], kwargs["first_word"]
+        for k in around(n):
+            paragraphs = [_sentence(rng, []) for _ in range(k)]
+            if nth <= k:
+                paragraphs[nth - 1] = f"{rng.choice([word, word.capitalize(), repr(word)])}, {paragraphs[nth - 1]}"
+            out.append("\n\n".join(paragraphs))
+            out.append(rng.choice(["\n\n", ""]) + rng.choice(["\n\n\n\n", "\n\n"]).join(paragraphs))
+    elif instruction_id == "keywords:frequency":
+        out += [" ".join([kwargs["keyword"]] * k) for k in around(kwargs["frequency"])]
+    elif instruction_id == "keywords:letter_frequency":
+        out += [kwargs["letter"] * k + " xyz" for k in around(kwargs["let_frequency"])]
+    elif instruction_id == "change_case:capital_word_frequency":
+        out += [" ".join(["WORD"] * k) + " word." for k in around(kwargs["capital_frequency"])]
+    elif instruction_id == "keywords:existence":
+        out += [" ".join(kwargs["keywords"]), " ".join(kwargs["keywords"][1:]) + " other"]
+    elif instruction_id == "keywords:forbidden_words":
+        out += [text + " " + kwargs["forbidden_words"][0].upper(), "nothing here to see"]
+    elif instruction_id == "startend:end_checker":
+        phrase = kwargs["end_phrase"]
+        out += [f"{text} {phrase}", f'"{text} {phrase.lower()}"', f"{text} {phrase} More.", f"{phrase}\n\n"]
+    elif instruction_id == "detectable_content:postscript":
+        marker = kwargs["postscript_marker"]
+        out += [f"{text}\n{marker} thanks", f"{text}\n{marker.lower().replace('.', '. ')} thanks"]
+    elif instruction_id == "combination:repeat_prompt":
+        request = kwargs["prompt_to_repeat"]
+        out += [f"{request}\n{text}", f"  {request.upper()} {text}", text, request[:-1]]
+    elif instruction_id == "language:response_language":
+        language = kwargs["language"]
+        out += [SAMPLE_LANGUAGE_TEXTS.get(language, FRENCH), ENGLISH, "12345 67"]
+    elif instruction_id in ("change_case:english_capital", "change_case:english_lowercase"):
+        out += [ENGLISH.upper(), ENGLISH.lower(), FRENCH.upper(), FRENCH.lower()]
+    elif instruction_id == "combination:two_responses":
+        out += [f"{text}\n******\nOther answer.", f"{text}\n******\n{text}"]
+    elif instruction_id == "startend:quotation":
+        out += [f'"{text}"', f'  "{prompt}"  ']
+    elif instruction_id == "detectable_format:json_format":
+        out += [
+            json.dumps({"answer": prompt}),
+            f"```{rng.choice(['JSON', 'Json', 'json', ''])}\n{json.dumps([text])}\n```",
+        ]
+    elif instruction_id == "detectable_format:title":
+        out += [f"<<{prompt[:20]}>>\n{text}"]
+    elif instruction_id == "detectable_format:constrained_response":
+        out += [rng.choice(ifeval.CONSTRAINED_RESPONSE_OPTIONS)]
+    elif instruction_id == "punctuation:no_comma":
+        out += [prompt.replace(",", "")]
+    return out
+
+
+def _comparable(instruction_id: str, kwargs: dict) -> bool:
+    if instruction_id == SENTENCES_ID and not _punkt_available():
+        return False
+    return oracle_is_deterministic(instruction_id, kwargs)
+
+
+def test_strict_and_loose_agree_with_lm_eval_on_real_data(lm, rows):
+    rng = random.Random(1234)
+    other_prompts = [row["prompt"] for row in rows]
+    verdicts: dict[str, set[bool]] = {}
+    compared = 0
+    for row in rows:
+        prompt = row["prompt"]
+        for instruction_id, kwargs in zip(row["instruction_id_list"], row["kwargs"]):
+            if not _comparable(instruction_id, kwargs):
+                continue
+            responses = targeted_responses(instruction_id, kwargs, prompt, rng) + [rng.choice(other_prompts)]
+            for response in responses:
+                ours = ifeval.check(instruction_id, kwargs, response, prompt)
+                official = oracle_strict(lm, instruction_id, kwargs, response, prompt)
+                assert ours == official, (row["key"], instruction_id, kwargs, response)
+                verdicts.setdefault(instruction_id, set()).add(ours)
+                compared += 1
+            for response in responses[:6]:
+                ours = ifeval.check_loose(instruction_id, kwargs, response, prompt)
+                official = oracle_loose(lm, instruction_id, kwargs, response, prompt)
+                assert ours == official, ("loose", row["key"], instruction_id, kwargs, response)
+    assert compared > 6000
+    expected_ids = set(ALL_IDS) - ({SENTENCES_ID} if not _punkt_available() else set())
+    assert set(verdicts) == expected_ids
+    one_sided = {iid for iid, seen in verdicts.items() if seen != {True, False}}
+    assert not one_sided, f"differential test never saw both verdicts for {one_sided}"
+
+
+def test_strict_agrees_with_lm_eval_on_generated_texts(lm):
+    rng = random.Random(99)
+    prompt = "Write a love story."
+    for _ in range(300):
+        text = generate_text(rng, ["love", "story", "Any other questions?", "Write a love story."])
+        if rng.random() < 0.1:
+            text = prompt + " " + text
+        for instruction_id, kwargs in EXAMPLE_KWARGS.items():
+            if _comparable(instruction_id, kwargs):
+                ours = ifeval.check(instruction_id, kwargs, text, prompt)
+                assert ours == oracle_strict(lm, instruction_id, kwargs, text, prompt), (instruction_id, text)
+
+
+_ALPHABET = "aAzZ eE,.!?*-#\"'[]<>{}:\n\t0123456789ñéßÉ"
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    pieces=st.lists(
+        st.one_of(st.sampled_from(_FRAGMENTS), st.text(alphabet=_ALPHABET, max_size=12), st.sampled_from(_WORDS)),
+        max_size=14,
+    ),
+    separators=st.lists(st.sampled_from(_SEPARATORS), min_size=14, max_size=14),
+)
+def test_strict_and_loose_agree_with_lm_eval_hypothesis(lm, pieces, separators):
+    text = "".join(piece + separator for piece, separator in zip(pieces, separators))
+    prompt = "Write a love story."
+    for instruction_id, kwargs in EXAMPLE_KWARGS.items():
+        if _comparable(instruction_id, kwargs):
+            assert ifeval.check(instruction_id, kwargs, text, prompt) == oracle_strict(
+                lm, instruction_id, kwargs, text, prompt
+            ), (instruction_id, text)
+            assert ifeval.check_loose(instruction_id, kwargs, text, prompt) == oracle_loose(
+                lm, instruction_id, kwargs, text, prompt
+            ), ("loose", instruction_id, text)
+
+
+# --------------------------------------------------------------------------------------------------
+# The real IFEval data validates
+# --------------------------------------------------------------------------------------------------
+
+
+def test_every_real_row_constructs(rows):
+    assert len(rows) == 541
+    count = 0
+    for row in rows:
+        for instruction_id, kwargs in zip(row["instruction_id_list"], row["kwargs"], strict=True):
+            checker = ifeval.build_checker(instruction_id, kwargs, row["prompt"])
+            assert checker.build_description().strip()
+            assert isinstance(ifeval.check(instruction_id, kwargs, row["prompt"], row["prompt"]), bool)
+            count += 1
+    assert count == sum(len(row["instruction_id_list"]) for row in rows)
+
+
+def test_word_count_matches_nltk_regexp_tokenizer_on_combining_marks():
+    """count_words uses the `regex` engine, as NLTK >= 3.10's RegexpTokenizer(r"\\w+") does."""
+    import nltk
+
+    for text in ["नमस्ते दुनिया, यह एक परीक्षण वाक्य है", "สวัสดีครับ ภาษาไทย", "plain ascii words, 3 of them"]:
+        assert count_words(text) == len(nltk.tokenize.RegexpTokenizer(r"\w+").tokenize(text))
+    assert count_words("नमस्ते दुनिया") == 2
