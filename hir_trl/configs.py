@@ -69,8 +69,12 @@ class HiRConfig(GRPOConfig):
                   "choices": ["ila", "cla"]},
     )
 
+    # ---------------------------------------------------------------- judge (soft constraints), issue 4
+    # (fields of the LLM judge go here)
+
     def __post_init__(self) -> None:
         super().__post_init__()
+        self._validate_judge_fields()
         if self.num_replays < 0:
             raise ValueError(f"num_replays must be >= 0, got {self.num_replays}")
         if self.eta < 0:
@@ -81,6 +85,10 @@ class HiRConfig(GRPOConfig):
             raise ValueError(f"diversity_aggregation must be 'mean' or 'sum', got {self.diversity_aggregation!r}")
         if self.reward_mode not in ("ila", "cla"):
             raise ValueError(f"reward_mode must be 'ila' or 'cla', got {self.reward_mode!r}")
+
+
+    def _validate_judge_fields(self) -> None:
+        """Validate the judge fields (see `hir_trl.judge`)."""
 
 
 @dataclass

@@ -10,12 +10,12 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from . import ifeval, muldimif
+from . import ifbench, ifeval, muldimif
 from .base import Checker, Verdict
 from .text import count_sentences, count_words, sentence_backend, split_sentences
 
 #: Family name -> family module (each has ``FAMILY``, ``REGISTRY`` and ``check``).
-FAMILIES: dict[str, ModuleType] = {module.FAMILY: module for module in (ifeval, muldimif)}
+FAMILIES: dict[str, ModuleType] = {module.FAMILY: module for module in (ifeval, ifbench, muldimif)}
 
 
 def is_known(family: str, instruction_id: str) -> bool:
