@@ -30,6 +30,20 @@ class HiRConfig(GRPOConfig):
         reward_mode (`str`, defaults to `"ila"`):
             ``"ila"``: binary reward, 1 when every constraint is met (HiR, RL-IR). ``"cla"``: fraction of
             constraints met (RL-CR).
+        replay_old_logps (`str`, defaults to `"original"`):
+            ``"original"``: a replay's old log-probs are those of y under q (paper eq. 7-8);
+            ``"hindsight"``: under q'.
+        replay_shortfall (`str`, defaults to `"resample"`):
+            ``"resample"``: k - z supplementary samples for a group with z < k candidates (paper §3.2);
+            ``"pad"``: zero-weight padding rows.
+        replay_scope (`str`, defaults to `"group"`):
+            ``"group"`` (paper Algorithm 1) or ``"batch"`` (released code's global top-(k x groups)).
+        replay_selection (`str`, defaults to `"curriculum"`):
+            ``"curriculum"``, ``"random"`` (paper Table 3 ablation), ``"integrity"`` or ``"diversity"``.
+        advantage_estimator (`str`, defaults to `"grpo"`):
+            ``"grpo"`` (TRL), ``"reinforce_pp"`` (paper: Reinforce++, Hu 2025) or ``"reinforce_pp_baseline"``.
+        kl_in_reward (`bool`, defaults to `False`):
+            KL penalty (coefficient ``beta``) in the token rewards instead of the loss (released code).
 
     Raises:
         ValueError: a field out of range (negative ``num_replays``, ``eta`` or ``replay_min_satisfied``, an
@@ -68,6 +82,42 @@ class HiRConfig(GRPOConfig):
         metadata={"help": "'ila': 1 when all constraints are met (HiR, RL-IR); 'cla': fraction met (RL-CR).",
                   "choices": ["ila", "cla"]},
     )
+    replay_old_logps: str = field(
+        default="original",
+        metadata={"help": "Old log-probs of a replay: 'original' = of y under the original q, so the ratio is "
+                  "pi(y|q')/pi_old(y|q) (paper eq. 7-8); 'hindsight' = under q' (ratio 1 at the first iteration).",
+                  "choices": ["original", "hindsight"]},
+    )
+    replay_shortfall: str = field(
+        default="resample",
+        metadata={"help": "When a group has z < k replay candidates: 'resample' generates k - z supplementary "
+                  "samples under q (paper §3.2); 'pad' adds zero-weight rows instead.",
+                  "choices": ["resample", "pad"]},
+    )
+    replay_scope: str = field(
+        default="group",
+        metadata={"help": "'group': top-k candidates per group (paper Algorithm 1); 'batch': top-(k x groups) over "
+                  "the rank's generation batch (released code).", "choices": ["group", "batch"]},
+    )
+    replay_selection: str = field(
+        default="curriculum",
+        metadata={"help": "Replay score: 'curriculum' (F_div + lambda F_int), 'random' (paper's ablation), "
+                  "'integrity' (F_int) or 'diversity' (F_div).",
+                  "choices": ["curriculum", "random", "integrity", "diversity"]},
+    )
+    advantage_estimator: str = field(
+        default="grpo",
+        metadata={"help": "'grpo': TRL's group baseline and scale_rewards; 'reinforce_pp': the paper's "
+                  "Reinforce++ (outcome reward whitened over all valid tokens of the global batch, no group "
+                  "baseline); 'reinforce_pp_baseline': group mean subtracted, then global whitening.",
+                  "choices": ["grpo", "reinforce_pp", "reinforce_pp_baseline"]},
+    )
+    kl_in_reward: bool = field(
+        default=False,
+        metadata={"help": "Put the KL penalty in the reward, as the released code does (k1 estimator, coefficient "
+                  "beta): token rewards minus beta * KL, and no KL term in the loss. Needs beta > 0 and a "
+                  "reinforce_pp estimator."},
+    )
 
     # ---------------------------------------------------------------- judge (soft constraints), issue 4
     # (fields of the LLM judge go here)
@@ -85,6 +135,20 @@ class HiRConfig(GRPOConfig):
             raise ValueError(f"diversity_aggregation must be 'mean' or 'sum', got {self.diversity_aggregation!r}")
         if self.reward_mode not in ("ila", "cla"):
             raise ValueError(f"reward_mode must be 'ila' or 'cla', got {self.reward_mode!r}")
+        choices = {
+            "replay_old_logps": ("original", "hindsight"),
+            "replay_shortfall": ("resample", "pad"),
+            "replay_scope": ("group", "batch"),
+            "replay_selection": ("curriculum", "random", "integrity", "diversity"),
+            "advantage_estimator": ("grpo", "reinforce_pp", "reinforce_pp_baseline"),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if self.kl_in_reward and (self.beta <= 0 or self.advantage_estimator == "grpo"):
+            raise ValueError("kl_in_reward=True needs beta > 0 (the KL coefficient) and advantage_estimator "
+                             f"'reinforce_pp' or 'reinforce_pp_baseline' (got beta={self.beta}, "
+                             f"advantage_estimator={self.advantage_estimator!r})")
 
 
     def _validate_judge_fields(self) -> None:

@@ -8,11 +8,16 @@ Read next to the paper's Algorithm 1 (``Select-Rewrite(G, k)``) and Algorithm 2 
 - `select_top_k`:        T = top-k candidates by F                                    (Alg. 1 line 6)
 - `hindsight_instruction`/`hindsight_messages`: q' keeps only the satisfied constraints (Alg. 1 lines 7-11)
 - `select_group_replays`: the whole of Algorithm 1 for one sampling group.
+- `select_replays`:      Algorithm 1 over a generation batch: per group (paper) or a batch-wide top-(k x G)
+                         (the released code), with the paper's random-replay ablation and single-term scores.
+- `allocate_shortfall`:  how many supplementary samples each group needs when it has fewer than k replays
+                         (paper §3.2: "we additionally generate k - z supplementary samples").
 """
 
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -165,3 +170,116 @@ def select_group_replays(
         ReplayChoice(i, scores[i], float(diversity[i]), integrity[i], tuple(bool(v) for v in verdicts[i]))
         for i in select_top_k(scores, candidates, k)
     ]
+
+
+#: Selection scores (``HiRConfig.replay_selection``); ``random`` ignores scores (paper Table 3 ablation).
+SELECTIONS = ("curriculum", "random", "integrity", "diversity")
+SCOPES = ("group", "batch")
+
+
+def selection_scores(diversity: Sequence[float], integrity: Sequence[float], lam: float,
+                     selection: str = "curriculum") -> list[float]:
+    """Per-response selection score.
+
+    ``curriculum``: F_div + lambda * F_int (Algorithm 1); ``integrity``: F_int only; ``diversity``: F_div
+    only; ``random``: all zero (the caller samples uniformly instead).
+
+    Raises:
+        ValueError: unknown ``selection``.
+    """
+    if selection == "curriculum":
+        return curriculum_scores(diversity, integrity, lam)
+    if selection == "integrity":
+        return [float(f) for f in integrity]
+    if selection == "diversity":
+        return [float(d) for d in diversity]
+    if selection == "random":
+        return [0.0] * len(diversity)
+    raise ValueError(f"unknown replay selection {selection!r}; expected one of {SELECTIONS}")
+
+
+def select_replays(
+    verdicts: Sequence[Sequence[bool]],
+    diversity: Sequence[float],
+    group_size: int,
+    k: int,
+    lam: float,
+    *,
+    scope: str = "group",
+    selection: str = "curriculum",
+    min_satisfied: int = 1,
+    rng: random.Random | None = None,
+) -> list[list[ReplayChoice]]:
+    """Algorithm 1 (Select) over a generation batch of consecutive groups of ``group_size`` responses.
+
+    Args:
+        verdicts: (B, n_i) per-response, per-constraint verdicts; B = groups x ``group_size``.
+        diversity: (B,) F_div per response.
+        group_size: m, responses per instruction.
+        k: replays per group; with ``scope="batch"`` the budget is k x groups over the whole batch.
+        lam: lambda_s.
+        scope: ``"group"``: top-k in each group (paper Algorithm 1). ``"batch"``: top-(k x groups) over the
+            batch (released code), so a group may get more or fewer than k.
+        selection: see `selection_scores`; ``"random"`` samples candidates uniformly with ``rng``.
+        min_satisfied: see `replay_candidates`.
+        rng: the replay RNG, required for ``selection="random"``.
+
+    Returns:
+        For each group, its choices (``index`` is the row's index within the group), best first.
+
+    Raises:
+        ValueError: B is not a multiple of ``group_size``, an unknown scope/selection, or no ``rng`` for random.
+    """
+    if group_size <= 0 or len(verdicts) % group_size:
+        raise ValueError(f"{len(verdicts)} responses do not form whole groups of {group_size}")
+    if scope not in SCOPES:
+        raise ValueError(f"unknown replay scope {scope!r}; expected one of {SCOPES}")
+    if selection == "random" and rng is None:
+        raise ValueError("random replay selection needs an rng")
+    if len(verdicts) != len(diversity):
+        raise ValueError(f"{len(verdicts)} verdict rows but {len(diversity)} diversity values")
+    groups = len(verdicts) // group_size
+    integrity = [constraint_integrity(v) if v else 0.0 for v in verdicts]
+    scores = selection_scores(diversity, integrity, lam, selection)
+    candidates = replay_candidates(verdicts, min_satisfied)
+
+    def choice(i: int) -> ReplayChoice:
+        return ReplayChoice(i % group_size, scores[i], float(diversity[i]), integrity[i],
+                            tuple(bool(v) for v in verdicts[i]))
+
+    def pick(pool: list[int], budget: int) -> list[int]:
+        if selection == "random":
+            return rng.sample(pool, min(budget, len(pool)))
+        return select_top_k(scores, pool, budget)
+
+    out: list[list[ReplayChoice]] = [[] for _ in range(groups)]
+    if scope == "group":
+        for g in range(groups):
+            pool = [i for i in candidates if g * group_size <= i < (g + 1) * group_size]
+            out[g] = [choice(i) for i in pick(pool, k)]
+    else:
+        for i in pick(candidates, k * groups):
+            out[i // group_size].append(choice(i))
+    return out
+
+
+def allocate_shortfall(replays_per_group: Sequence[int], k: int) -> list[int]:
+    """Supplementary samples per group so that the batch regains k rows per group beyond its m samples.
+
+    With per-group selection each group simply gets ``k - z_g``. With batch-wide selection a group may hold
+    more than k replays; the batch is then short of ``k x groups - sum(z)`` rows, which go to the groups with
+    the largest deficit (k - z_g), one at a time, lower index first on ties.
+
+    Returns:
+        (groups,) non-negative counts summing to ``max(0, k x groups - sum(replays_per_group))``.
+    """
+    deficits = [max(0, k - z) for z in replays_per_group]
+    budget = max(0, k * len(replays_per_group) - sum(replays_per_group))
+    out = [0] * len(replays_per_group)
+    while budget > 0:
+        g = max(range(len(deficits)), key=lambda i: (deficits[i] - out[i], -i))
+        if deficits[g] - out[g] <= 0:
+            break
+        out[g] += 1
+        budget -= 1
+    return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import shutil
 import textwrap
 from collections import defaultdict, deque
@@ -18,20 +19,26 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from accelerate.utils import gather_object
 from trl import GRPOTrainer
 from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import nanstd, pad
 
 from .configs import HiRConfig
-from .replay import curriculum_lambda, hindsight_instruction, hindsight_messages, select_group_replays
+from .replay import allocate_shortfall, curriculum_lambda, hindsight_instruction, hindsight_messages, select_replays
 from .rewards import ConstraintReward, Judge, VerdictMatrix
 from .verifiers import sentence_backend
 
 logger = logging.getLogger(__name__)
 
-# Output keys of `GRPOTrainer._generate_and_score_completions` that HiR rebuilds rather than copies.
-_REBUILT_KEYS = {"prompt_ids", "prompt_mask", "completion_mask", "advantages", "num_items_in_batch",
-                 "ref_per_token_logps"}
+# Per-row output keys of `GRPOTrainer._generate_and_score_completions` that HiR extends (text-only models).
+_ROW_KEYS = {"prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "advantages", "old_per_token_logps",
+             "ref_per_token_logps", "sampling_per_token_logps", "importance_sampling_ratio", "tool_mask"}
+# Right-padding values of token-level keys when rows of different completion widths are joined.
+_PAD_VALUES = {"completion_mask": 0, "tool_mask": 1, "importance_sampling_ratio": 1.0}
+# Completion-log columns HiR writes itself.
+_LOG_COLUMNS = ("row_id", "hindsight", "supplementary", "kept_constraints")
+HIR_STATE_FILE = "hir_state.json"
 _MULTIMODAL_KEYS = {"pixel_values", "image_grid_thw", "pixel_attention_mask", "spatial_shapes", "image_sizes",
                     "token_type_ids", "mm_token_type_ids", "image_position_ids", "num_images", "num_tiles"}
 
@@ -121,7 +128,14 @@ class HiRTrainer(GRPOTrainer):
         self.constraint_reward = reward_funcs
         self._hir_capture: dict[str, Any] | None = None
         self.last_replay: ReplayBatch | None = None
+        self._replay_rng = random.Random(args.seed)
+        self._q_primes: dict[int, Any] = {}
         super().__init__(model=model, reward_funcs=[reward_funcs], args=args, train_dataset=train_dataset, **kwargs)
+        # KL in the reward (released code): TRL loaded the reference model because beta > 0; HiR takes beta as the
+        # KL-in-reward coefficient and turns TRL's KL loss term (and its own reference pass) off.
+        self.kl_coef = 0.0
+        if args.kl_in_reward:
+            self.kl_coef, self.beta = self.beta, 0.0
 
         # TRL's completion-log buffers hold one generation batch; HiR adds k rows per group of m.
         groups = args.generation_batch_size // args.num_generations
@@ -186,56 +200,95 @@ class HiRTrainer(GRPOTrainer):
             compute_entropy=compute_entropy, **kwargs)
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-        """Override of `GRPOTrainer._generate_and_score_completions`: add k hindsight rows per group.
+        """Override of `GRPOTrainer._generate_and_score_completions`: complete every group to m + k rows.
 
-        Calls super for the m sampled completions per instruction, then (training only, ``num_replays > 0``)
-        appends ``(B / m) * k`` rows after the B original rows of this rank, group by group: rewritten prompt
-        q', the source's completion, reward 1. When a group has z < k candidates, its last k - z rows are
-        zero-weight padding (completion mask 0, advantage 0), so every rank adds the same number of rows.
+        Calls super for the m sampled completions per instruction. In training (unless ``num_replays=0`` with
+        the ``grpo`` estimator and no KL in the reward, where super's output is returned unchanged), it then
+        appends, after the B original rows of this rank and group by group: supplementary samples under q
+        (``replay_shortfall="resample"``, for groups with fewer than k candidates), the hindsight rows (q', the
+        source's completion, reward 1) and zero-weight padding (``"pad"``). Every rank adds (B / m) x k rows.
 
         Args:
             inputs: this rank's B dataset rows, each instruction repeated m times in a row.
 
         Returns:
-            super's dict with every per-row key extended to B + (B / m) * k rows: ``prompt_ids`` (left-padded
-            again to a common width), ``completion_ids``/``completion_mask`` (B', T), ``advantages`` (B',),
-            ``old_per_token_logps`` (B', T) (a replay's are its source's, under q), ``ref_per_token_logps``
-            under q' when ``beta > 0``, and ``num_items_in_batch`` counting the new loss tokens of all ranks.
+            super's dict with every per-row key extended to B' = B + (B / m) x k rows: ``prompt_ids`` (left-padded
+            again to a common width), ``completion_ids``/``completion_mask`` (B', T), ``advantages`` (B',) for
+            ``grpo`` or (B', T) for the Reinforce++ estimators, ``old_per_token_logps`` (B', T) (see
+            ``replay_old_logps``), ``ref_per_token_logps`` (under q' for replays, when ``beta > 0``), the vLLM
+            keys ``sampling_per_token_logps``/``importance_sampling_ratio`` set explicitly for replays, and
+            ``num_items_in_batch`` counting the loss tokens of all ranks.
         """
-        training = self.model.training
-        replay = training and self.args.num_replays > 0
-        if replay:
-            generate_every = self.args.steps_per_generation * self.num_iterations
-            share_old_pass = self.args.gradient_accumulation_steps % generate_every != 0 or (
-                self.use_vllm and self.vllm_importance_sampling_correction)
-            self._hir_capture = {"share_old_pass": share_old_pass}
+        args = self.args
+        hir = self.model.training and (args.num_replays > 0 or args.advantage_estimator != "grpo" or self.kl_coef)
+        if not hir:
+            return super()._generate_and_score_completions(inputs)
+        self._hir_capture = {"share_old_pass": args.num_replays > 0 and self._trl_computes_old_logps()}
         try:
             output = super()._generate_and_score_completions(inputs)
             capture = self._hir_capture
         finally:
             self._hir_capture = None
-        if not replay:
-            return output
-        return self._append_hindsight_rows(inputs, output, capture)
+        return self._complete_groups(list(inputs), output, capture)
 
     def _save_checkpoint(self, model, trial):
-        """Override of `GRPOTrainer._save_checkpoint`: also put the model card (tagged ``hir``) in the checkpoint.
+        """Override of `GRPOTrainer._save_checkpoint`: also save the replay RNG and the model card.
 
-        TRL writes ``README.md`` to ``output_dir`` only; a copy in ``checkpoint-N/`` keeps every checkpoint
-        self-describing when it is pushed or shared on its own.
+        Writes ``hir_state.json`` (the state of the RNG used by ``replay_selection="random"``) and a copy of
+        the model card (tagged ``hir``) into ``checkpoint-N/``; TRL writes the card to ``output_dir`` only.
+        lambda needs no state: it is derived from the restored step counter.
         """
         super()._save_checkpoint(model, trial)
         if self.args.should_save:
             from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-            card = os.path.join(self.args.output_dir, "README.md")
             folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
-            if os.path.isfile(card) and os.path.isdir(folder):
-                shutil.copyfile(card, os.path.join(folder, "README.md"))
+            if os.path.isdir(folder):
+                version, internal, gauss = self._replay_rng.getstate()
+                with open(os.path.join(folder, HIR_STATE_FILE), "w") as handle:
+                    json.dump({"replay_rng": [version, list(internal), gauss]}, handle)
+                card = os.path.join(self.args.output_dir, "README.md")
+                if os.path.isfile(card):
+                    shutil.copyfile(card, os.path.join(folder, "README.md"))
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        """Override of `GRPOTrainer._load_optimizer_and_scheduler`: also restore the replay RNG on resume."""
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is not None and os.path.isfile(os.path.join(checkpoint, HIR_STATE_FILE)):
+            with open(os.path.join(checkpoint, HIR_STATE_FILE)) as handle:
+                version, internal, gauss = json.load(handle)["replay_rng"]
+            self._replay_rng.setstate((version, tuple(internal), gauss))
 
     # ------------------------------------------------------------------ HiR
 
-    def _append_hindsight_rows(self, inputs, output, capture) -> dict[str, Any]:
+    def _trl_computes_old_logps(self) -> bool:
+        """True when GRPOTrainer itself runs the no-grad old-log-prob pass during generation (TRL's condition)."""
+        generate_every = self.args.steps_per_generation * self.num_iterations
+        return self.args.gradient_accumulation_steps % generate_every != 0 or (
+            self.use_vllm and self.vllm_importance_sampling_correction)
+
+    def _policy_pass(self, model, prompt_ids, prompt_mask, completion_ids, completion_mask, entropy=False):
+        """One no-grad forward: per-token log-probs (N, T) and, optionally, entropies (N, T) in nats."""
+        if completion_ids.size(0) == 0:
+            empty = completion_ids.new_zeros(completion_ids.shape, dtype=torch.float32)
+            return empty, (empty if entropy else None)
+        with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+            logps, entropies, _ = self._get_per_token_logps_and_entropies(
+                model, torch.cat([prompt_ids, completion_ids], 1), torch.cat([prompt_mask, completion_mask], 1),
+                completion_ids.size(1), batch_size=self.args.per_device_train_batch_size, compute_entropy=entropy)
+        return logps, entropies
+
+    def _reference_logps(self, prompt_ids, prompt_mask, completion_ids, completion_mask) -> torch.Tensor:
+        """Reference-model log-probs (N, T) of completions under the given prompts."""
+        if self.ref_model is not None:
+            return self._policy_pass(self.ref_model, prompt_ids, prompt_mask, completion_ids, completion_mask)[0]
+        from trl.trainer.utils import use_adapter  # PEFT: the reference is the base model, as in GRPOTrainer
+
+        model = self.accelerator.unwrap_model(self.model)
+        with use_adapter(model, adapter_name="ref" if "ref" in model.peft_config else None):
+            return self._policy_pass(self.model, prompt_ids, prompt_mask, completion_ids, completion_mask)[0]
+
+    def _complete_groups(self, inputs, output, capture) -> dict[str, Any]:
         unsupported = _MULTIMODAL_KEYS.intersection(output)
         if unsupported:
             raise NotImplementedError(f"HiRTrainer does not support multimodal inputs (got {sorted(unsupported)})")
@@ -247,222 +300,388 @@ class HiRTrainer(GRPOTrainer):
         if B % m:
             raise RuntimeError(f"this rank holds {B} completions, not whole groups of {m}")
         groups = B // m
-
-        prompt_ids, prompt_mask = output["prompt_ids"], output["prompt_mask"]
-        completion_ids, completion_mask = output["completion_ids"], output["completion_mask"]
-        loss_mask = completion_mask if "tool_mask" not in output else completion_mask * output["tool_mask"]
-        logits_to_keep = completion_ids.size(1)
-
-        # One no-grad pass under q gives both the entropies (F_div) and the old log-probs.
-        entropies = capture.get("entropies")
-        if entropies is None:
-            with torch.no_grad(), disable_gradient_checkpointing(self.model, args.gradient_checkpointing_kwargs):
-                old_logps, entropies, _ = self._get_per_token_logps_and_entropies(
-                    self.model, torch.cat([prompt_ids, completion_ids], 1),
-                    torch.cat([prompt_mask, completion_mask], 1), logits_to_keep,
-                    batch_size=args.per_device_train_batch_size, compute_entropy=True)
-            output["old_per_token_logps"] = old_logps
-        mask = loss_mask.to(entropies.dtype)
-        diversity = (entropies * mask).sum(1)
-        if args.diversity_aggregation == "mean":
-            diversity = diversity / mask.sum(1).clamp(min=1.0)
-        diversity = diversity.float().cpu().tolist()
-
-        # Algorithm 1 per group: select, then rewrite.
-        lam = curriculum_lambda(self.state.global_step, args.lambda_0, args.eta)
-        sources, real, new_prompts, choices = [], [], [], []
-        for g in range(groups):
-            rows = range(g * m, (g + 1) * m)
-            picked = select_group_replays([verdicts.passed(r) for r in rows], [diversity[r] for r in rows], k, lam,
-                                          args.replay_min_satisfied)
-            for slot in range(k):
-                if slot < len(picked):
-                    choice = picked[slot]
-                    src = g * m + choice.index
-                    row = inputs[src]
-                    texts = [c["text"] for c in row["constraints"]]
-                    q_prime = hindsight_instruction(row["task"], texts, choice.satisfied, row["template"])
-                    new_prompts.append(hindsight_messages(prompts[src], q_prime) if isinstance(prompts[src], list)
-                                       else q_prime)
-                    sources.append(src)
-                    real.append(True)
-                    choices.append(choice)
-                else:  # padding: a copy of the group's first row that carries no loss
-                    sources.append(g * m)
-                    real.append(False)
-                    new_prompts.append(prompts[g * m])
-                    choices.append(None)
-        src_index = torch.tensor(sources, device=device)
-        real_mask = torch.tensor(real, device=device)
-
-        # Prompt ids: tokenize q' with the trainer's own chat-template path; padding rows reuse their source.
-        replay_prompt_rows = [prompt_ids[s][prompt_mask[s].bool()] for s in sources]
-        to_tokenize = [p for p, r in zip(new_prompts, real) if r]
-        if to_tokenize:
-            tokenized = iter(self._tokenize_prompts(to_tokenize)[0])
-            replay_prompt_rows = [torch.tensor(next(tokenized), device=device) if r else row
-                                  for row, r in zip(replay_prompt_rows, real)]
-        old_rows = [prompt_ids[i][prompt_mask[i].bool()] for i in range(B)]
-        all_rows = old_rows + replay_prompt_rows
-        new_prompt_ids = pad(all_rows, padding_value=self._tokenizer.pad_token_id, padding_side="left",
-                             pad_to_multiple_of=self.pad_to_multiple_of).to(device)
-        new_prompt_mask = pad([torch.ones_like(r) for r in all_rows], padding_value=0, padding_side="left",
-                              pad_to_multiple_of=self.pad_to_multiple_of).to(device)
-
-        extended: dict[str, Any] = {"prompt_ids": new_prompt_ids, "prompt_mask": new_prompt_mask}
-        replay_completion_mask = completion_mask[src_index] * real_mask.unsqueeze(1).to(completion_mask.dtype)
-        extended["completion_mask"] = torch.cat([completion_mask, replay_completion_mask])
         for key, value in output.items():
-            if key in _REBUILT_KEYS or key in extended:
-                continue
-            if isinstance(value, torch.Tensor) and value.dim() > 0 and value.size(0) == B:
-                # completion_ids, old_per_token_logps (paper: under q), sampling_per_token_logps,
-                # importance_sampling_ratio, tool_mask: the replay's values are its source's.
-                extended[key] = torch.cat([value, value[src_index]])
-            elif value is None or (isinstance(value, torch.Tensor) and value.dim() == 0):
-                extended[key] = value
-            else:
+            if key not in _ROW_KEYS and key != "num_items_in_batch" and value is not None:
                 raise NotImplementedError(f"HiRTrainer cannot extend the batch key {key!r}")
 
-        new_loss_mask = extended["completion_mask"]
-        if "tool_mask" in extended:
-            new_loss_mask = new_loss_mask * extended["tool_mask"]
-        extended["num_items_in_batch"] = self.accelerator.gather(new_loss_mask.sum()).sum()
+        # 1. One no-grad pass under q: entropies (F_div) and old log-probs, unless TRL's own pass gave both.
+        entropies = capture.get("entropies")
+        if (k > 0 or self.kl_coef) and entropies is None and "old_per_token_logps" not in output:
+            output["old_per_token_logps"], entropies = self._policy_pass(
+                self.model, output["prompt_ids"], output["prompt_mask"], output["completion_ids"],
+                output["completion_mask"], entropy=k > 0)
+        elif k > 0 and entropies is None:  # TRL computed old log-probs but not through our hook
+            _, entropies = self._policy_pass(self.model, output["prompt_ids"], output["prompt_mask"],
+                                             output["completion_ids"], output["completion_mask"], entropy=True)
 
-        if "ref_per_token_logps" in output:
-            ref_replay = self._reference_logps(new_prompt_ids[B:], new_prompt_mask[B:], extended["completion_ids"][B:],
-                                               extended["completion_mask"][B:])
-            extended["ref_per_token_logps"] = torch.cat([output["ref_per_token_logps"], ref_replay])
+        # 2. Algorithm 1: select per group (or over the batch).
+        lam = curriculum_lambda(self.state.global_step, args.lambda_0, args.eta)
+        if k > 0:
+            loss_mask = _loss_mask(output)
+            mask = loss_mask.to(entropies.dtype)
+            diversity = (entropies * mask).sum(1)
+            if args.diversity_aggregation == "mean":
+                diversity = diversity / mask.sum(1).clamp(min=1.0)
+            picked = select_replays([verdicts.passed(r) for r in range(B)], diversity.float().cpu().tolist(), m, k,
+                                    lam, scope=args.replay_scope, selection=args.replay_selection,
+                                    min_satisfied=args.replay_min_satisfied, rng=self._replay_rng)
+            fill = allocate_shortfall([len(p) for p in picked], k)
+        else:
+            picked, fill = [[] for _ in range(groups)], [0] * groups
 
-        # Rewards and advantages over the m + k rows of each group.
-        base = torch.tensor(verdicts.ila() if self.constraint_reward.reward_mode == "ila" else verdicts.cla(),
-                            dtype=torch.float32, device=device)
-        replay_rewards = torch.where(real_mask, 1.0, torch.nan)
-        grouped = torch.cat([base.view(groups, m), replay_rewards.view(groups, k)], dim=1)
-        advantages = self._group_advantages(grouped)
-        extended["advantages"] = torch.cat([advantages[:, :m].reshape(-1), advantages[:, m:].reshape(-1)])
+        # 3. Supplementary samples under q for groups short of candidates (every rank joins the call).
+        supplement = None
+        if args.replay_shortfall == "resample" and k > 0:
+            supplement = self._supplementary_samples(inputs, fill, output)
+        n_supp = sum(fill) if supplement is not None else 0
 
-        self._log_hindsight(inputs, lam, groups, base, real, choices, new_prompts, completions, sources, extended)
+        # 4. The new rows, group by group: (kind, source row, group, choice).
+        rows: list[tuple[str, int, int, Any]] = []
+        s_next = 0
+        for g in range(groups):
+            for _ in range(fill[g] if supplement is not None else 0):
+                rows.append(("supplementary", s_next, g, None))
+                s_next += 1
+        for g in range(groups):
+            rows.extend(("replay", g * m + c.index, g, c) for c in picked[g])
+        for g in range(groups):
+            rows.extend(("pad", g * m, g, None) for _ in range(fill[g] if supplement is None else 0))
+
+        extended = self._assemble(inputs, output, prompts, rows, supplement)
+
+        # 5. Rewards and advantages over each group's rows (pads: NaN, weight 0).
+        reward_of = verdicts.ila() if self.constraint_reward.reward_mode == "ila" else verdicts.cla()
+        supp_rewards = []
+        if supplement is not None:
+            sv = supplement["verdicts"]
+            supp_rewards = sv.ila() if self.constraint_reward.reward_mode == "ila" else sv.cla()
+        rewards = list(reward_of)
+        members = [list(range(g * m, (g + 1) * m)) for g in range(groups)]
+        for offset, (kind, src, g, _) in enumerate(rows):
+            rewards.append({"supplementary": supp_rewards[src] if kind == "supplementary" else 0.0,
+                            "replay": 1.0, "pad": float("nan")}[kind])
+            members[g].append(B + offset)
+        rewards_t = torch.tensor(rewards, dtype=torch.float32, device=device)
+        kl = self._kl_per_token(extended, B, rows) if self.kl_coef else None
+        extended["advantages"] = self._advantages(rewards_t, members, _loss_mask(extended), kl)
+        extended["num_items_in_batch"] = self.accelerator.gather(_loss_mask(extended).sum()).sum()
+
+        self._log_step(inputs, extended, rows, picked, supplement, prompts, completions, lam, rewards, B, groups)
         return extended
 
-    def _group_advantages(self, grouped: torch.Tensor) -> torch.Tensor:
-        """TRL's GRPO advantages over groups of m + k rows; NaN rewards mark padding and get advantage 0.
+    def _supplementary_samples(self, inputs, fill, output):
+        """Generate ``fill[g]`` ordinary samples under q for each group g, through TRL's own pipeline.
 
-        Args:
-            grouped: (G, m + k) rewards of this rank's groups.
+        Every rank calls super's ``_generate_and_score_completions`` with the same number of prompts (the
+        largest need over ranks): a rank that needs fewer adds filler prompts whose results are dropped, so
+        collective generation (vLLM server/colocate, ZeRO-3) and TRL's gathers stay in step. Within the call
+        ``num_generations`` is 1 (one completion per prompt); TRL's metrics and completion-log rows from the
+        call are removed (HiR logs the kept rows itself).
 
         Returns:
-            (G, m + k) advantages: reward minus the group mean, divided by the group std (``scale_rewards``
-            ``"group"``), the std over all ranks' rows (``"batch"``), or not divided (``"none"``).
+            None when no rank needs a sample; else a dict with the kept rows' per-row tensors, ``prompts``,
+            ``completions``, ``verdicts`` and the counts ``fillers`` and ``generated_tokens``.
         """
-        mean = torch.nanmean(grouped, dim=1, keepdim=True)
-        advantages = grouped - mean
-        if self.scale_rewards == "group":
-            advantages = advantages / (nanstd(grouped, dim=1, keepdim=True) + 1e-4)
-        elif self.scale_rewards == "batch":
-            advantages = advantages / (nanstd(self.accelerator.gather(grouped.reshape(-1))) + 1e-4)
-        elif self.scale_rewards != "none":
-            raise ValueError(f"Invalid value for scale_rewards: {self.scale_rewards}")
-        return torch.nan_to_num(advantages, nan=0.0)
+        need = sum(fill)
+        most = int(self.accelerator.gather(torch.tensor([need], device=self.accelerator.device)).max().item())
+        if most == 0:
+            return None
+        m = self.num_generations
+        extra = [inputs[g * m] for g, c in enumerate(fill) for _ in range(c)]
+        extra += [inputs[0]] * (most - need)
+        metrics = {key: len(values) for key, values in self._metrics["train"].items()}
+        log_lengths = len(self._logs["prompt"])
+        self._hir_capture = {"share_old_pass": False}
+        self.num_generations = 1
+        try:
+            out = super()._generate_and_score_completions(extra)
+            capture = self._hir_capture
+        finally:
+            self.num_generations = m
+            self._hir_capture = None
+        for key, values in self._metrics["train"].items():  # keep TRL's per-step metrics about the m samples
+            if key != "num_tokens":
+                del values[metrics.get(key, 0):]
+        added = len(self._logs["prompt"]) - log_lengths if len(self._logs["prompt"]) > log_lengths else None
+        added = len(gather_object(capture["prompts"])) if added is None else added
+        for buffer in [self._logs["prompt"], self._logs["completion"], self._logs["advantages"],
+                       *self._logs["rewards"].values()]:
+            for _ in range(min(added, len(buffer))):
+                buffer.pop()
+        generated = int(self.accelerator.gather(out["completion_mask"].sum()).sum().item())
+        if "old_per_token_logps" in output and "old_per_token_logps" not in out:
+            out["old_per_token_logps"], _ = self._policy_pass(self.model, out["prompt_ids"], out["prompt_mask"],
+                                                              out["completion_ids"], out["completion_mask"])
+        kept = {key: value[:need] for key, value in out.items()
+                if isinstance(value, torch.Tensor) and value.dim() > 0 and value.size(0) == len(extra)}
+        kept.update(prompts=capture["prompts"][:need], completions=capture["completions"][:need],
+                    verdicts=VerdictMatrix(capture["verdicts"].verdicts[:need]),
+                    fillers=most - need, generated_tokens=generated)
+        return kept
 
-    def _reference_logps(self, prompt_ids, prompt_mask, completion_ids, completion_mask) -> torch.Tensor:
-        """Reference-model log-probs (R, T) of the replay completions under their hindsight prompts q'."""
-        input_ids = torch.cat([prompt_ids, completion_ids], 1)
-        attention_mask = torch.cat([prompt_mask, completion_mask], 1)
-        batch_size = self.args.per_device_train_batch_size
-        with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
-            if self.ref_model is not None:
-                logps, _, _ = self._get_per_token_logps_and_entropies(
-                    self.ref_model, input_ids, attention_mask, completion_ids.size(1), batch_size=batch_size)
-            else:  # PEFT: the reference is the base model (adapters disabled), as in GRPOTrainer
-                from trl.trainer.utils import use_adapter
+    def _assemble(self, inputs, output, prompts, rows, supplement) -> dict[str, Any]:
+        """Build the extended batch tensors for the B original rows followed by ``rows``."""
+        args, device = self.args, self.accelerator.device
+        B = len(prompts)
+        hindsight_mode = args.replay_old_logps == "hindsight"
 
-                model = self.accelerator.unwrap_model(self.model)
-                with use_adapter(model, adapter_name="ref" if "ref" in model.peft_config else None):
-                    logps, _, _ = self._get_per_token_logps_and_entropies(
-                        self.model, input_ids, attention_mask, completion_ids.size(1), batch_size=batch_size)
-        return logps
+        # Prompts: unpadded token rows, left-padded again to a common width.
+        def unpadded(ids, mask):
+            return [ids[i][mask[i].bool()] for i in range(ids.size(0))]
 
-    def _log_hindsight(self, inputs, lam, groups, base, real, choices, new_prompts, completions, sources, extended):
-        from accelerate.utils import gather_object
+        prompt_rows = unpadded(output["prompt_ids"], output["prompt_mask"])
+        supp_prompt_rows = unpadded(supplement["prompt_ids"], supplement["prompt_mask"]) if supplement else []
+        q_primes = {}
+        for offset, (kind, src, _, choice) in enumerate(rows):
+            if kind == "replay":
+                row = inputs[src]
+                texts = [c["text"] for c in row["constraints"]]
+                q_prime = hindsight_instruction(row["task"], texts, choice.satisfied, row["template"])
+                q_primes[offset] = (hindsight_messages(prompts[src], q_prime) if isinstance(prompts[src], list)
+                                    else q_prime)
+        tokenized = iter(self._tokenize_prompts(list(q_primes.values()))[0]) if q_primes else iter(())
+        new_prompt_rows = list(prompt_rows)
+        for offset, (kind, src, _, _) in enumerate(rows):
+            if kind == "supplementary":
+                new_prompt_rows.append(supp_prompt_rows[src])
+            elif kind == "replay":
+                new_prompt_rows.append(torch.tensor(next(tokenized), device=device))
+            else:
+                new_prompt_rows.append(prompt_rows[src])
+        extended: dict[str, Any] = {
+            "prompt_ids": pad(new_prompt_rows, padding_value=self._tokenizer.pad_token_id, padding_side="left",
+                              pad_to_multiple_of=self.pad_to_multiple_of).to(device),
+            "prompt_mask": pad([torch.ones_like(r) for r in new_prompt_rows], padding_value=0, padding_side="left",
+                               pad_to_multiple_of=self.pad_to_multiple_of).to(device),
+        }
+        self._q_primes = q_primes
 
-        device = self.accelerator.device
-        m, B = self.num_generations, len(inputs)
-        picked_choices = [c for c in choices if c is not None]
-        all_failed = (base.view(groups, m) == 0).all(dim=1).sum()
+        # Completion-side keys: originals, then each new row's values.
+        src_index = torch.tensor([src for kind, src, _, _ in rows if kind != "supplementary"], dtype=torch.long,
+                                 device=device)
+        for key in _ROW_KEYS - {"prompt_ids", "prompt_mask", "advantages"}:
+            if output.get(key) is None or (key == "ref_per_token_logps" and self.kl_coef):
+                continue
+            base = output[key]
+            copied = iter(base[src_index]) if len(src_index) else iter(())
+            supp = iter(supplement[key]) if supplement is not None and key in supplement else None
+            parts = [base]
+            for kind, _, _, _ in rows:
+                if kind == "supplementary":
+                    if supp is None:
+                        raise RuntimeError(f"supplementary samples lack the batch key {key!r}")
+                    parts.append(next(supp).unsqueeze(0))
+                else:
+                    value = next(copied).unsqueeze(0)
+                    if key == "completion_mask" and kind == "pad":
+                        value = torch.zeros_like(value)
+                    parts.append(value)
+            extended[key] = _cat_rows(parts, _PAD_VALUES.get(key, 0, ) if key != "completion_ids"
+                                      else self._tokenizer.pad_token_id)
+
+        replay_rows = [B + i for i, (kind, _, _, _) in enumerate(rows) if kind == "replay"]
+        if replay_rows:
+            idx = torch.tensor(replay_rows, device=device)
+            sub = [extended[key][idx] for key in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask")]
+            if hindsight_mode:
+                # pi_old(y | q'): the replay is on-policy under q', so the vLLM correction is the identity.
+                old_q_prime, _ = self._policy_pass(self.model, *sub)
+                extended["old_per_token_logps"][idx] = old_q_prime
+                if "sampling_per_token_logps" in extended:
+                    extended["sampling_per_token_logps"][idx] = old_q_prime
+                if "importance_sampling_ratio" in extended:
+                    extended["importance_sampling_ratio"][idx] = 1.0
+            if "ref_per_token_logps" in extended:
+                extended["ref_per_token_logps"][idx] = self._reference_logps(*sub)
+        return extended
+
+    def _kl_per_token(self, extended, B, rows) -> torch.Tensor:
+        """k1 KL estimate log pi_old - log pi_ref per token (N, T) for the KL-in-reward mode (released code).
+
+        Originals and supplementary samples are scored under q; a replay takes its source's KL (computed under
+        q), as the released code copies the source's old and reference log-probs.
+        """
+        ref = self._reference_logps(extended["prompt_ids"], extended["prompt_mask"], extended["completion_ids"],
+                                    extended["completion_mask"])
+        kl = extended["old_per_token_logps"] - ref
+        for offset, (kind, src, _, _) in enumerate(rows):
+            if kind in ("replay", "pad"):
+                kl[B + offset] = kl[src]
+        return kl * _loss_mask(extended)
+
+    def _advantages(self, rewards, members, loss_mask, kl) -> torch.Tensor:
+        """Advantages of every row from its reward and group, per ``advantage_estimator``.
+
+        Args:
+            rewards: (N,) per-row reward; NaN marks padding (advantage 0).
+            members: row indices of each group (its m samples, supplementary samples and replays).
+            loss_mask: (N, T) valid completion tokens.
+            kl: (N, T) per-token KL for ``kl_in_reward``, else None.
+
+        Returns:
+            ``grpo``: (N,) TRL's group baseline and ``scale_rewards`` over each group's rows.
+            ``reinforce_pp``: (N, T) token returns (reward at the last token, gamma 1, minus beta x KL
+            return-to-go) whitened over all valid tokens of all ranks (Reinforce++, Hu 2025; verl
+            ``reinforce_plus_plus``). ``reinforce_pp_baseline``: (N,) reward minus group mean (KL summed into the
+            reward), broadcast over tokens and whitened the same way (verl ``reinforce_plus_plus_baseline``).
+        """
+        estimator = self.args.advantage_estimator
+        valid = ~torch.isnan(rewards)
+        if estimator == "grpo":
+            advantages = torch.zeros_like(rewards)
+            batch_std = None
+            if self.scale_rewards == "batch":
+                batch_std = nanstd(self.accelerator.gather(rewards))
+            for rows in members:
+                idx = torch.tensor(rows, device=rewards.device)
+                r = rewards[idx]
+                centred = r - torch.nanmean(r)
+                if self.scale_rewards == "group":
+                    centred = centred / (nanstd(r) + 1e-4)
+                elif self.scale_rewards == "batch":
+                    centred = centred / (batch_std + 1e-4)
+                elif self.scale_rewards != "none":
+                    raise ValueError(f"Invalid value for scale_rewards: {self.scale_rewards}")
+                advantages[idx] = centred
+            return torch.nan_to_num(advantages, nan=0.0)
+
+        mask = loss_mask.to(torch.float32) * valid.unsqueeze(1)
+        scores = torch.nan_to_num(rewards, nan=0.0)
+        if estimator == "reinforce_pp":
+            returns = scores.unsqueeze(1).expand_as(mask).clone()
+            if kl is not None:  # return-to-go of the per-token KL penalty
+                returns = returns - self.kl_coef * torch.flip(torch.cumsum(torch.flip(kl, [1]), 1), [1])
+        else:
+            if kl is not None:
+                scores = scores - self.kl_coef * kl.sum(1)
+            centred = scores.clone()
+            for rows in members:
+                idx = torch.tensor([i for i in rows if valid[i]], device=rewards.device)
+                if len(idx):
+                    centred[idx] = scores[idx] - scores[idx].mean()
+            returns = centred.unsqueeze(1).expand_as(mask).clone()
+        stats = torch.stack([(returns * mask).sum(), (returns.pow(2) * mask).sum(), mask.sum()]).double()
+        total, total_sq, count = self.accelerator.gather(stats.unsqueeze(0)).sum(0).tolist()
+        mean = total / max(count, 1.0)
+        var = (total_sq - count * mean * mean) / max(count - 1.0, 1.0)
+        return ((returns - mean) * (var + 1e-8) ** -0.5) * mask
+
+    def _log_step(self, inputs, extended, rows, picked, supplement, prompts, completions, lam, rewards, B, groups):
+        device, m = self.accelerator.device, self.num_generations
+        k = self.args.num_replays
+        choices = [c for kind, _, _, c in rows if kind == "replay"]
+        n_supp = sum(kind == "supplementary" for kind, _, _, _ in rows)
+        n_pad = sum(kind == "pad" for kind, _, _, _ in rows)
+        all_failed = sum(1 for g in range(groups) if all(rewards[g * m + j] == 0 for j in range(m)))
+        generated = int(extended["completion_mask"][:B].sum().item())
+        fillers = supplement["fillers"] if supplement is not None else 0
         local = torch.tensor([
-            len(picked_choices), len(choices), float(all_failed), groups,
-            sum(c.integrity for c in picked_choices), sum(c.diversity for c in picked_choices),
+            len(choices), groups * k, all_failed, groups, sum(c.integrity for c in choices),
+            sum(c.diversity for c in choices), n_supp, n_pad, fillers, generated,
         ], dtype=torch.float64, device=device)
-        n_real, n_slots, n_failed, n_groups, integrity, entropy = self.accelerator.gather(local).view(-1, 6).sum(0).tolist()
+        (n_real, n_slots, n_failed, n_groups, integrity, entropy, n_supp_all, n_pad_all, n_fill,
+         tokens) = self.accelerator.gather(local).view(-1, 10).sum(0).tolist()
+        if supplement is not None:
+            tokens = tokens - 0 + supplement["generated_tokens"]
         metrics = self._metrics["train"]
         metrics["hir/lambda"].append(lam)
-        metrics["hir/replayed_fraction"].append(n_real / n_slots)
         metrics["hir/replayed_rows"].append(n_real)
+        metrics["hir/replayed_fraction"].append(n_real / n_slots if n_slots else 0.0)
+        metrics["hir/supplementary_samples"].append(n_supp_all)
+        metrics["hir/filler_samples"].append(n_fill)
+        metrics["hir/padded_rows"].append(n_pad_all)
+        metrics["hir/rows_per_group"].append((n_groups * m + n_real + n_supp_all) / n_groups)
+        metrics["hir/generated_tokens"].append(tokens)
         metrics["hir/groups_all_failed"].append(n_failed / n_groups)
         metrics["hir/replay_integrity_mean"].append(integrity / n_real if n_real else float("nan"))
         metrics["hir/replay_entropy_mean"].append(entropy / n_real if n_real else float("nan"))
 
-        # Completion log: TRL logged the original rows; correct their advantages and add the hindsight rows,
-        # marked by the `hindsight` column, with q' as their prompt and the kept constraint indices.
+        # Completion log: TRL logged the original rows; correct their advantages and add the new rows, marked by
+        # `hindsight` / `supplementary`, with q' as a replay's prompt and the kept constraint indices.
         advantages = extended["advantages"]
+        if advantages.dim() == 2:
+            mask = _loss_mask(extended).to(advantages.dtype)
+            advantages = (advantages * mask).sum(1) / mask.sum(1).clamp(min=1.0)
         original_adv = gather_object(advantages[:B].tolist())
         for _ in original_adv:
             self._logs["advantages"].pop()
         self._logs["advantages"].extend(original_adv)
-        picked = [i for i, c in enumerate(choices) if c is not None]
-        row_ids = gather_object([str(x.get("row_id")) for x in inputs] + [str(inputs[sources[i]].get("row_id"))
-                                                                            for i in picked])
-        replay_prompts = gather_object([new_prompts[i] for i in picked])
-        replay_completions = gather_object([completions[sources[i]] for i in picked])
-        replay_adv = gather_object([advantages[B + i].item() for i in picked])
-        replay_kept = gather_object([json.dumps([j for j, ok in enumerate(choices[i].satisfied) if ok])
-                                     for i in picked])
-        n_orig, n_replay = len(original_adv), len(replay_prompts)
-        self._logs["prompt"].extend(replay_prompts)
-        self._logs["completion"].extend(replay_completions)
+        shown = [i for i, (kind, _, _, _) in enumerate(rows) if kind != "pad"]
+        supp_prompts = supplement["prompts"] if supplement is not None else []
+        supp_completions = supplement["completions"] if supplement is not None else []
+        new = []
+        for i in shown:
+            kind, src, g, choice = rows[i]
+            if kind == "replay":
+                new.append((self._q_primes[i], completions[src], str(inputs[src].get("row_id")), True, False,
+                            json.dumps([j for j, ok in enumerate(choice.satisfied) if ok]), 1.0))
+            else:
+                new.append((supp_prompts[src], supp_completions[src], str(inputs[g * m].get("row_id")), False, True,
+                            None, rewards[B + i]))
+        new = gather_object(new)
+        adv_new = gather_object([advantages[B + i].item() for i in shown])
+        row_ids = gather_object([str(x.get("row_id")) for x in inputs])
+        self._logs["prompt"].extend(r[0] for r in new)
+        self._logs["completion"].extend(r[1] for r in new)
         for name in self.reward_func_names:
-            self._logs["rewards"][name].extend([1.0] * n_replay)
-        self._logs["advantages"].extend(replay_adv)
+            self._logs["rewards"][name].extend(r[6] for r in new)
+        self._logs["advantages"].extend(adv_new)
         for column in list(self._logs["extra"]):
-            if column not in ("hindsight", "kept_constraints", "row_id"):
-                self._logs["extra"][column].extend([None] * n_replay)
-        # gather_object keeps rank order: rank 0's originals then replays, then rank 1's, ... ; reorder ids.
-        per_rank = B + len(picked)
-        ids_orig, ids_replay = [], []
-        for start in range(0, len(row_ids), per_rank):
-            chunk = row_ids[start:start + per_rank]
-            ids_orig += chunk[:B]
-            ids_replay += chunk[B:]
-        self._logs["extra"]["row_id"].extend(ids_orig + ids_replay)
-        self._logs["extra"]["hindsight"].extend([False] * n_orig + [True] * n_replay)
-        self._logs["extra"]["kept_constraints"].extend([None] * n_orig + replay_kept)
+            if column not in _LOG_COLUMNS:
+                self._logs["extra"][column].extend([None] * len(new))
+        n_orig = len(row_ids)
+        self._logs["extra"]["row_id"].extend(row_ids + [r[2] for r in new])
+        self._logs["extra"]["hindsight"].extend([False] * n_orig + [r[3] for r in new])
+        self._logs["extra"]["supplementary"].extend([False] * n_orig + [r[4] for r in new])
+        self._logs["extra"]["kept_constraints"].extend([None] * n_orig + [r[5] for r in new])
 
         self.last_replay = ReplayBatch(
-            sources=sources, real=real, q_prime=[new_prompts[i] if real[i] else None for i in range(len(sources))],
-            rewards=[float(r) for r in base.tolist()] + [1.0 if r else float("nan") for r in real], lam=lam,
-            choices=choices)
+            kinds=[kind for kind, _, _, _ in rows], sources=[src for _, src, _, _ in rows],
+            groups=[g for _, _, g, _ in rows], q_prime=[self._q_primes.get(i) for i in range(len(rows))],
+            rewards=rewards, lam=lam, choices=[c for _, _, _, c in rows],
+            supplementary_verdicts=supplement["verdicts"] if supplement is not None else None)
+
+
+def _loss_mask(batch: dict[str, Any]) -> torch.Tensor:
+    mask = batch["completion_mask"]
+    return mask if batch.get("tool_mask") is None else mask * batch["tool_mask"]
+
+
+def _cat_rows(parts: list[torch.Tensor], pad_value: float) -> torch.Tensor:
+    """Concatenate per-row tensors along dim 0, right-padding dim 1 to the widest (token-level keys)."""
+    if parts[0].dim() == 1:
+        return torch.cat(parts)
+    width = max(p.size(1) for p in parts)
+    return torch.cat([torch.nn.functional.pad(p, (0, width - p.size(1)), value=pad_value) for p in parts])
 
 
 @dataclass
 class ReplayBatch:
-    """What the latest generation batch replayed on this rank (for inspection and tests).
+    """What the latest generation batch added on this rank (for inspection and tests).
+
+    Row ``B + i`` of the extended batch is described by entry i of each list.
 
     Attributes:
-        sources: (R,) index of each appended row's source among the B original rows.
-        real: (R,) False for zero-weight padding rows (group with fewer than k candidates).
-        q_prime: (R,) hindsight prompt of each real replay row (None for padding).
-        rewards: (B + R,) reward of every row: the verdict reward of originals, 1 for replays, NaN for padding.
+        kinds: ``"supplementary"``, ``"replay"`` or ``"pad"``.
+        sources: for a replay or pad, the index of its source among the B original rows; for a supplementary
+            sample, its index among the supplementary samples.
+        groups: the group each row belongs to.
+        q_prime: the hindsight prompt of each replay (None otherwise).
+        rewards: (B + new rows,) reward of every row: verdict reward of originals and supplementary samples, 1 for
+            replays, NaN for padding.
         lam: lambda_s used for the selection.
-        choices: (R,) the `ReplayChoice` of each real row (None for padding).
+        choices: the `ReplayChoice` of each replay (None otherwise).
+        supplementary_verdicts: the `VerdictMatrix` of the supplementary samples, or None.
     """
 
+    kinds: list[str]
     sources: list[int]
-    real: list[bool]
+    groups: list[int]
     q_prime: list[Any]
     rewards: list[float]
     lam: float
     choices: list[Any]
+    supplementary_verdicts: VerdictMatrix | None = None
 
 
 def check_batch_layout(args: HiRConfig) -> None:

@@ -78,11 +78,13 @@ def test_real_batch_has_m_plus_k_rows_per_group(tmp_path, tiny_model_path, sampl
     # m + k rows per group; every per-row key extended.
     for key in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "advantages", "old_per_token_logps"):
         assert out[key].shape[0] == B + R, key
-    assert len(replay.sources) == R
-    for slot, src in enumerate(replay.sources):
-        assert slot // k * m <= src < (slot // k + 1) * m  # the replay belongs to its source's group
+    assert len(replay.kinds) == R
+    assert [replay.groups.count(g) for g in range(groups)] == [k] * groups
+    for kind, src, g in zip(replay.kinds, replay.sources, replay.groups):
+        if kind == "replay":
+            assert g * m <= src < (g + 1) * m  # the replay belongs to its source's group
 
-    real = [i for i, r in enumerate(replay.real) if r]
+    real = [i for i, kind in enumerate(replay.kinds) if kind == "replay"]
     assert real, "a random-init model should leave replay candidates (met some, failed some)"
     tokenizer = trainer.processing_class
     checker = ConstraintReward()
@@ -112,14 +114,7 @@ def test_real_batch_has_m_plus_k_rows_per_group(tmp_path, tiny_model_path, sampl
                                                             tokenize=False)
 
     # advantages: TRL's group baseline and scaling over the m + k rows of each group
-    rewards = torch.tensor(replay.rewards)
-    grouped = torch.cat([rewards[:B].view(groups, m), rewards[B:].view(groups, k)], dim=1)
-    for g in range(groups):
-        values = grouped[g][~torch.isnan(grouped[g])]
-        expected = (values - values.mean()) / (values.std() + 1e-4)
-        got = torch.cat([out["advantages"][g * m:(g + 1) * m], out["advantages"][B + g * k:B + (g + 1) * k]])
-        got = got[~torch.isnan(grouped[g])]
-        assert torch.allclose(got, expected, atol=1e-5)
+    assert_group_advantages(out, replay, B, m)
 
     # num_items_in_batch counts the loss tokens of the extended batch
     assert out["num_items_in_batch"].item() == out["completion_mask"].sum().item()
@@ -131,16 +126,28 @@ def test_real_batch_has_m_plus_k_rows_per_group(tmp_path, tiny_model_path, sampl
         assert key in logged
 
 
+def assert_group_advantages(out, replay, B, m):
+    """Each group's advantages are (r - mean) / (std + 1e-4) over its non-padding rows (TRL's GRPO formula)."""
+    rewards = torch.tensor(replay.rewards)
+    for g in range(B // m):
+        rows = list(range(g * m, (g + 1) * m)) + [B + i for i, grp in enumerate(replay.groups) if grp == g]
+        rows = [r for r in rows if not torch.isnan(rewards[r])]
+        values = rewards[rows]
+        expected = (values - values.mean()) / (values.std() + 1e-4)
+        assert torch.allclose(out["advantages"][rows], expected, atol=1e-5)
+
+
 def test_padding_rows_when_no_candidates(tmp_path, tiny_model_path, sample_dataset):
     # replay_min_satisfied larger than any row's constraint count: no candidate in any group
-    trainer = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path, replay_min_satisfied=100),
+    trainer = HiRTrainer(model=str(tiny_model_path),
+                         args=make_args(tmp_path, replay_min_satisfied=100, replay_shortfall="pad"),
                          train_dataset=sample_dataset)
     calls = spy_generation(trainer)
     trainer.train()
     inputs, out, replay = calls[0]
     B = len(inputs)
     assert out["completion_ids"].shape[0] == B + (B // 6) * 2
-    assert replay.real == [False] * ((B // 6) * 2)
+    assert replay.kinds == ["pad"] * ((B // 6) * 2)
     assert out["completion_mask"][B:].sum() == 0  # padding carries no loss
     assert torch.all(out["advantages"][B:] == 0)
     assert out["num_items_in_batch"].item() == out["completion_mask"][:B].sum().item()
@@ -166,8 +173,9 @@ def test_shared_old_logp_pass_gives_entropies(tmp_path, tiny_model_path, sample_
     inputs, out, replay = calls[0]
     no_grad_passes = [p for p in passes if not p[1]]
     assert len(no_grad_passes) == 1 and no_grad_passes[0][2] == len(inputs)  # one pass over the B originals
-    for i, src in enumerate(replay.sources):
-        assert torch.equal(out["old_per_token_logps"][len(inputs) + i], out["old_per_token_logps"][src])
+    for i, (kind, src) in enumerate(zip(replay.kinds, replay.sources)):
+        if kind == "replay":
+            assert torch.equal(out["old_per_token_logps"][len(inputs) + i], out["old_per_token_logps"][src])
 
 
 def test_model_card_tagged_hir(tmp_path, tiny_model_path, sample_dataset):
