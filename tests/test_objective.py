@@ -1,0 +1,298 @@
+"""Issue 3: every paper/code variant of the objective, one config field away, tested on CPU with a tiny model."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from transformers import TrainerCallback
+from trl import GRPOConfig, GRPOTrainer
+
+from hir_trl import ConstraintReward, HiRTrainer
+from hir_trl.replay import allocate_shortfall, select_replays
+
+from .test_trainer import assert_group_advantages, logps, make_args, spy_generation
+
+M, K = 6, 2
+
+
+def run(tmp_path, tiny_model_path, dataset, own_logps=True, **overrides):
+    trainer = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path, **overrides), train_dataset=dataset)
+    calls = spy_generation(trainer, own_logps=own_logps)
+    trainer.train()
+    return trainer, calls
+
+
+# ---------------------------------------------------------------- 1. importance ratio of replayed rows
+
+
+@pytest.mark.parametrize("mode", ["original", "hindsight"])
+def test_replay_old_logps_with_iterations_and_accumulation(tmp_path, tiny_model_path, sample_dataset, mode):
+    """num_iterations=2 and gradient accumulation 2: the old log-probs stay those computed at generation."""
+    trainer, calls = run(tmp_path, tiny_model_path, sample_dataset, replay_old_logps=mode, num_iterations=2,
+                         gradient_accumulation_steps=2, per_device_train_batch_size=6, max_steps=2)
+    assert len(calls) == 1  # 2 optimizer steps x 2 micro-batches = 4 micro-steps = 2 iterations of one generation
+    inputs, out, replay = calls[0]
+    B = len(inputs)
+    replays = [i for i, kind in enumerate(replay.kinds) if kind == "replay"]
+    assert replays
+    for i in replays:
+        row, src = B + i, replay.sources[i]
+        mask = out["completion_mask"][row].bool()
+        expected = out["own_logps"][src] if mode == "original" else out["own_logps"][row]  # under q or under q'
+        assert torch.allclose(out["old_per_token_logps"][row][mask], expected[mask], atol=1e-4)
+    # the originals' old log-probs are theirs under q in both modes
+    mask = out["completion_mask"][:B].bool()
+    assert torch.allclose(out["old_per_token_logps"][:B][mask], out["own_logps"][:B][mask], atol=1e-4)
+
+
+def test_reference_logps_of_replays_are_under_q_prime(tmp_path, tiny_model_path, sample_dataset):
+    trainer, calls = run(tmp_path, tiny_model_path, sample_dataset, beta=0.04)
+    inputs, out, replay = calls[0]
+    B = len(inputs)
+    ref = trainer.ref_model
+    with torch.no_grad():
+        expected, _, _ = trainer._get_per_token_logps_and_entropies(
+            ref, torch.cat([out["prompt_ids"], out["completion_ids"]], 1),
+            torch.cat([out["prompt_mask"], out["completion_mask"]], 1), out["completion_ids"].size(1))
+    for i, kind in enumerate(replay.kinds):
+        if kind == "replay":
+            row, src = B + i, replay.sources[i]
+            mask = out["completion_mask"][row].bool()
+            assert torch.allclose(out["ref_per_token_logps"][row][mask], expected[row][mask], atol=1e-4)
+            # and not the source's (under q)
+            assert not torch.allclose(out["ref_per_token_logps"][row][mask], out["ref_per_token_logps"][src][mask],
+                                      atol=1e-4)
+
+
+# ---------------------------------------------------------------- 2. supplementary samples
+
+
+def test_resample_fills_every_group_with_real_samples(tmp_path, tiny_model_path, sample_dataset):
+    """No candidates at all (min_satisfied too high): every group gets k supplementary samples under q."""
+    trainer = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path, replay_min_satisfied=100),
+                         train_dataset=sample_dataset)
+    generated = []
+    original_generate = trainer._generate_single_turn
+
+    def counting(prompt_ids, *args, **kwargs):
+        generated.append(len(prompt_ids))
+        return original_generate(prompt_ids, *args, **kwargs)
+
+    trainer._generate_single_turn = counting
+    calls = spy_generation(trainer)
+    trainer.train()
+    inputs, out, replay = calls[0]
+    B, G = len(inputs), len(inputs) // M
+    assert replay.kinds == ["supplementary"] * (G * K)
+    assert [replay.groups.count(g) for g in range(G)] == [K] * G  # m + k real rows per group
+    assert generated == [B, G * K]  # never more than m + (k - z) samples per group
+    assert out["completion_mask"][B:].sum() > 0  # real rows, trained
+    for i, g in enumerate(replay.groups):
+        row = B + i
+        # a supplementary sample is an ordinary sample under the group's original prompt q
+        q = out["prompt_ids"][g * M][out["prompt_mask"][g * M].bool()]
+        assert torch.equal(out["prompt_ids"][row][out["prompt_mask"][row].bool()], q)
+        # ... with its own verified reward
+        assert replay.rewards[row] == replay.supplementary_verdicts.ila()[replay.sources[i]]
+    assert_group_advantages(out, replay, B, M)
+    logged = trainer.state.log_history[0]
+    assert logged["hir/supplementary_samples"] == G * K
+    assert logged["hir/rows_per_group"] == M + K
+    assert logged["hir/filler_samples"] == 0
+    assert logged["hir/generated_tokens"] == out["completion_mask"].sum().item()
+
+
+def test_allocate_shortfall():
+    assert allocate_shortfall([2, 1, 0], 2) == [0, 1, 2]
+    assert allocate_shortfall([4, 0, 0], 2) == [0, 1, 1]  # batch scope: the batch is short by 2, not 4
+    assert allocate_shortfall([3, 1], 2) == [0, 0]
+    assert allocate_shortfall([0, 0], 0) == [0, 0]
+
+
+# ---------------------------------------------------------------- 3. selection
+
+
+def test_batch_scope_takes_a_global_top_k(tmp_path, tiny_model_path, sample_dataset):
+    trainer, calls = run(tmp_path, tiny_model_path, sample_dataset, replay_scope="batch", replay_selection="integrity")
+    inputs, out, replay = calls[0]
+    B = len(inputs)
+    assert len(replay.kinds) == (B // M) * K
+    chosen = [c.integrity for c in replay.choices if c is not None]
+    # the top-(k x groups) integrity over every candidate of the batch
+    matrix = trainer.constraint_reward.last_verdicts
+    candidates = sorted((sum(matrix.passed(r)) / len(matrix.passed(r)) for r in range(B)
+                         if 0 < sum(matrix.passed(r)) < len(matrix.passed(r))), reverse=True)
+    assert sorted(chosen, reverse=True) == candidates[:len(chosen)]
+    assert len(chosen) == min(len(candidates), (B // M) * K)
+    assert_group_advantages(out, replay, B, M)
+
+
+def test_selection_functions_hand_computed():
+    verdicts = [[1, 0, 0], [1, 1, 0], [0, 0, 0], [1, 0, 1], [1, 1, 1], [0, 1, 0],  # group 0
+                [1, 1, 0], [0, 0, 1], [1, 0, 0], [0, 0, 0], [1, 1, 1], [1, 1, 1]]  # group 1
+    diversity = [5.0, 1.0, 9.0, 2.0, 0.0, 4.0, 0.5, 0.2, 0.1, 9.0, 0.0, 0.0]
+    by_group = select_replays(verdicts, diversity, 6, 2, 2.0)
+    # group 0 candidates 0,1,3,5: F = 5.67, 2.33, 3.33, 4.67 -> 0, 5 ; group 1 candidates 6,7,8: 1.83, 0.87, 0.77
+    assert [[c.index for c in g] for g in by_group] == [[0, 5], [0, 1]]
+    by_batch = select_replays(verdicts, diversity, 6, 2, 2.0, scope="batch")
+    assert [[c.index for c in g] for g in by_batch] == [[0, 5, 3, 1], []]
+    integrity = select_replays(verdicts, diversity, 6, 2, 2.0, selection="integrity")
+    assert [[c.index for c in g] for g in integrity] == [[1, 3], [0, 1]]
+    diversity_only = select_replays(verdicts, diversity, 6, 2, 2.0, selection="diversity")
+    assert [[c.index for c in g] for g in diversity_only] == [[0, 5], [0, 1]]
+    rng_a, rng_b = random.Random(7), random.Random(7)
+    rand_a = select_replays(verdicts, diversity, 6, 2, 2.0, selection="random", rng=rng_a)
+    rand_b = select_replays(verdicts, diversity, 6, 2, 2.0, selection="random", rng=rng_b)
+    assert rand_a == rand_b  # seeded
+    assert all(c.index in (0, 1, 3, 5) for c in rand_a[0]) and all(c.index in (0, 1, 2) for c in rand_a[1])
+    seen = {tuple(c.index for c in select_replays(verdicts, diversity, 6, 2, 2.0, selection="random",
+                                                    rng=random.Random(s))[0]) for s in range(40)}
+    assert len(seen) > 3  # really random among the candidates
+    with pytest.raises(ValueError, match="rng"):
+        select_replays(verdicts, diversity, 6, 2, 2.0, selection="random")
+
+
+def test_diversity_aggregation_sum_scales_with_length(tmp_path, tiny_model_path, sample_dataset):
+    trainer, calls = run(tmp_path, tiny_model_path, sample_dataset, diversity_aggregation="sum",
+                         replay_selection="diversity")
+    mean_trainer, mean_calls = run(tmp_path / "mean", tiny_model_path, sample_dataset, replay_selection="diversity")
+    sum_entropy = trainer.state.log_history[0]["hir/replay_entropy_mean"]
+    mean_entropy = mean_trainer.state.log_history[0]["hir/replay_entropy_mean"]
+    assert sum_entropy > 5 * mean_entropy  # a token sum over 16 tokens vs a token mean
+
+
+# ---------------------------------------------------------------- 4. advantage estimators
+
+
+@pytest.mark.parametrize("estimator", ["reinforce_pp", "reinforce_pp_baseline"])
+def test_reinforce_pp_whitens_over_valid_tokens(tmp_path, tiny_model_path, sample_dataset, estimator):
+    trainer, calls = run(tmp_path, tiny_model_path, sample_dataset, advantage_estimator=estimator)
+    inputs, out, replay = calls[0]
+    B = len(inputs)
+    adv, mask = out["advantages"], out["completion_mask"].bool()
+    assert adv.shape == out["completion_ids"].shape
+    values = adv[mask]
+    assert values.mean().abs() < 1e-4 and abs(values.std().item() - 1.0) < 1e-3  # global whitening, replays included
+    rewards = torch.tensor(replay.rewards)
+    if estimator == "reinforce_pp":
+        # no group baseline: the advantage is a function of the reward alone
+        high = adv[rewards == 1.0][mask[rewards == 1.0]]
+        low = adv[rewards == 0.0][mask[rewards == 0.0]]
+        assert high.min() > low.max()
+        assert torch.allclose(high, high[0].expand_as(high)) and torch.allclose(low, low[0].expand_as(low))
+    else:
+        # group mean subtracted first: a row's tokens share one value, groups with equal rewards are equal
+        for r in range(adv.size(0)):
+            assert torch.allclose(adv[r][mask[r]], adv[r][mask[r]][0].expand(int(mask[r].sum())))
+
+
+def test_kl_in_reward(tmp_path, tiny_model_path, sample_dataset):
+    trainer, calls = run(tmp_path, tiny_model_path, sample_dataset, advantage_estimator="reinforce_pp",
+                         kl_in_reward=True, beta=0.5, learning_rate=1e-2, max_steps=2)
+    assert trainer.kl_coef == 0.5 and trainer.beta == 0.0  # KL in the reward, none in the loss
+    assert "kl" not in trainer.state.log_history[0]
+    # step 2's policy has moved away from the reference: per-token advantages now vary along a row
+    inputs, out, replay = calls[1]
+    adv, mask = out["advantages"], out["completion_mask"].bool()
+    varies = [adv[r][mask[r]].std() > 1e-4 for r in range(adv.size(0)) if mask[r].sum() > 1]
+    assert any(varies)
+    with pytest.raises(ValueError, match="kl_in_reward"):
+        make_args(tmp_path, kl_in_reward=True, beta=0.0, advantage_estimator="reinforce_pp")
+    with pytest.raises(ValueError, match="kl_in_reward"):
+        make_args(tmp_path, kl_in_reward=True, beta=0.1)
+
+
+# ---------------------------------------------------------------- 5. reward modes / replay off
+
+
+def test_rl_cr_uses_cla_and_rl_ir_replays_nothing(tmp_path, tiny_model_path, sample_dataset):
+    trainer, calls = run(tmp_path, tiny_model_path, sample_dataset, reward_mode="cla", num_replays=0,
+                         advantage_estimator="reinforce_pp")
+    inputs, out, replay = calls[0]
+    assert out["completion_ids"].shape[0] == len(inputs) and replay.kinds == []
+    cla = trainer.constraint_reward.last_verdicts.cla()
+    assert replay.rewards == cla and len(set(cla)) > 1  # dense reward
+
+
+# ---------------------------------------------------------------- 6. invariance
+
+
+@pytest.fixture(scope="module")
+def varied_dataset():
+    """Constraints that random text meets some of the time (letter counts, commas, length): reward variance."""
+    import datasets
+
+    from hir_trl.data import normalize_row
+
+    rows = []
+    for i, letter in enumerate("etaoinshrdlu"):
+        rows.append(normalize_row({"task": f"Write note {i}.", "constraints": [
+            {"text": f"Use the letter {letter} at least twice.", "family": "ifeval",
+             "instruction_id": "keywords:letter_frequency",
+             "kwargs": {"letter": letter, "let_frequency": 2, "let_relation": "at least"}},
+            {"text": "Do not use any commas.", "family": "ifeval", "instruction_id": "punctuation:no_comma"},
+            {"text": "Use fewer than 6 words.", "family": "ifeval", "instruction_id": "length_constraints:number_words",
+             "kwargs": {"relation": "less than", "num_words": 6}},
+        ]}, i))
+    return datasets.Dataset.from_list(rows)
+
+
+def test_num_replays_zero_reproduces_grpo_trainer(tmp_path, tiny_model_path, varied_dataset):
+    common = dict(per_device_train_batch_size=12, max_steps=3, max_completion_length=12, bf16=False, use_cpu=True,
+                  gradient_checkpointing=False, report_to="none", logging_steps=1, save_strategy="no", seed=0,
+                  learning_rate=1e-2, num_generations=6)
+    # CLA rewards (RL-CR) so that a random model gets a learning signal and the comparison is not vacuous
+    hir = HiRTrainer(model=str(tiny_model_path),
+                     args=make_args(tmp_path / "hir", num_replays=0, reward_mode="cla", **common),
+                     train_dataset=varied_dataset)
+    hir.train()
+    grpo = GRPOTrainer(model=str(tiny_model_path), reward_funcs=[ConstraintReward(reward_mode="cla")],
+                       args=GRPOConfig(output_dir=str(tmp_path / "grpo"), **common), train_dataset=varied_dataset)
+    grpo.train()
+    hir_steps = [h for h in hir.state.log_history if "loss" in h]
+    grpo_steps = [h for h in grpo.state.log_history if "loss" in h]
+    assert len(hir_steps) == len(grpo_steps) == 3
+    for a, b in zip(hir_steps, grpo_steps):
+        assert a["loss"] == b["loss"] and a["grad_norm"] == b["grad_norm"]
+    assert any(h["grad_norm"] > 0 for h in hir_steps)
+    for (name, p), (_, q) in zip(hir.model.named_parameters(), grpo.model.named_parameters()):
+        assert torch.equal(p, q), name
+
+
+# ---------------------------------------------------------------- 7. resume
+
+
+def test_resume_continues_lambda_rng_and_steps_exactly(tmp_path, tiny_model_path, sample_dataset):
+    common = dict(max_steps=4, save_strategy="steps", save_steps=2, replay_selection="random", eta=0.5,
+                  learning_rate=1e-2)
+    straight = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path / "a", **common),
+                          train_dataset=sample_dataset)
+    straight.train()
+
+    class StopAfterTwo(TrainerCallback):  # an interruption after checkpoint-2 of the 4-step schedule
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 2:
+                control.should_training_stop = True
+            return control
+
+    first = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path / "b", **common),
+                       train_dataset=sample_dataset, callbacks=[StopAfterTwo()])
+    first.train()
+    assert first.state.global_step == 2
+    assert (tmp_path / "b" / "out" / "checkpoint-2" / "hir_state.json").exists()
+    resumed = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path / "b", **common),
+                         train_dataset=sample_dataset)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "b" / "out" / "checkpoint-2"))
+
+    a = [h for h in straight.state.log_history if "loss" in h]
+    b = [h for h in resumed.state.log_history if "loss" in h]
+    assert [h["step"] for h in b] == [1, 2, 3, 4]  # steps 1-2 come from the checkpoint's trainer state
+    for x, y in zip(a[2:], b[2:]):
+        assert x["hir/lambda"] == y["hir/lambda"] == 2.0 * 1.5 ** (x["step"] - 1)
+        assert x["loss"] == pytest.approx(y["loss"], abs=1e-6)
+        assert x["hir/replay_integrity_mean"] == y["hir/replay_integrity_mean"]
+    assert straight._replay_rng.getstate() == resumed._replay_rng.getstate()
+    for (name, p), (_, q) in zip(straight.model.named_parameters(), resumed.model.named_parameters()):
+        assert torch.allclose(p, q, atol=1e-6), name
