@@ -21,7 +21,9 @@ RECIPES = sorted(p for p in (REPO_ROOT / "recipes").rglob("config_*.yaml"))
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: str(p.relative_to(REPO_ROOT)))
 def test_every_recipe_parses(recipe):
-    script_args, training_args, model_args = make_train_parser().parse_args_and_config(["--config", str(recipe)])
+    # GPU recipes ask for bf16, which TrainingArguments refuses on a CPU-only machine: override only that
+    script_args, training_args, model_args = make_train_parser().parse_args_and_config(
+        ["--config", str(recipe), "--bf16", "false"])
     assert script_args.dataset_name and model_args.model_name_or_path
     assert training_args.num_generations >= 2
 
@@ -86,3 +88,30 @@ def test_twenty_steps_on_shared_hir16k_rows_keep_exactly_the_satisfied_constrain
             assert entry["ila"] == 1.0
             replayed += 1
     assert replayed > 0
+
+
+PAPER_MODELS = {"Qwen3-4B-Instruct-2507": "Qwen/Qwen3-4B-Instruct-2507", "Qwen2.5-7B-Instruct": "Qwen/Qwen2.5-7B-Instruct",
+                "Llama-3.2-3B-Instruct": "meta-llama/Llama-3.2-3B-Instruct"}
+
+
+@pytest.mark.parametrize("model", sorted(PAPER_MODELS))
+def test_paper_recipes_use_appendix_a_hyperparameters(model):
+    parsed = {}
+    for variant in ("hir", "rl_ir", "rl_cr", "random_replay"):
+        recipe = REPO_ROOT / "recipes" / model / variant / "config_paper.yaml"
+        parsed[variant] = make_train_parser().parse_args_and_config(["--config", str(recipe), "--bf16", "false"])
+    for variant, (script_args, args, model_args) in parsed.items():
+        assert model_args.model_name_or_path == PAPER_MODELS[model]
+        assert script_args.dataset_name == "sastpg/HIR-16K"
+        assert args.num_generations + args.num_replays == 8  # rollout_n = 8
+        assert (args.learning_rate, args.beta, args.temperature, args.top_p) == (1e-6, 1e-4, 1.0, 1.0)
+        assert (args.max_completion_length, args.num_train_epochs, args.lr_scheduler_type) == (4096, 5, "constant")
+        assert args.advantage_estimator == "reinforce_pp"
+        # 64 prompts per optimizer step on 8 GPUs
+        assert args.per_device_train_batch_size * args.gradient_accumulation_steps * 8 == 64 * args.num_generations
+    hir, rl_ir, rl_cr, random_replay = (parsed[v][1] for v in ("hir", "rl_ir", "rl_cr", "random_replay"))
+    assert (hir.num_replays, hir.lambda_0, hir.eta, hir.replay_selection, hir.reward_mode) == (2, 2.0, 0.05,
+                                                                                              "curriculum", "ila")
+    assert (rl_ir.num_replays, rl_ir.reward_mode) == (0, "ila")
+    assert (rl_cr.num_replays, rl_cr.reward_mode) == (0, "cla")
+    assert (random_replay.num_replays, random_replay.replay_selection) == (2, "random")
