@@ -34,5 +34,11 @@ def test_torchrun_two_ranks_hold_the_same_number_of_rows(tmp_path, tiny_model_pa
     for rec in (a, b):
         ids = rec["row_ids"]
         assert ids[:6] == [ids[0]] * 6 and ids[6:] == [ids[6]] * 6  # whole groups on the rank
+    # rank 1 found no candidate: its 2 groups x k=2 rows are supplementary samples; rank 0 joined the same
+    # generation call, padding its request with filler prompts (counted over both ranks in the metric)
+    assert b["kinds"] == ["supplementary"] * 4
+    supplementary_rank0 = a["kinds"].count("supplementary")
+    assert a["fillers"] == b["fillers"] == 4 - supplementary_rank0
+    assert a["supplementary"] == b["supplementary"] == 4 + supplementary_rank0
     # num_items_in_batch is global: both ranks' loss tokens
     assert a["num_items_in_batch"] == b["num_items_in_batch"] == a["local_loss_tokens"] + b["local_loss_tokens"]

@@ -16,6 +16,10 @@ def main(model_path: str, data_path: str, output_dir: str) -> None:
                      gradient_checkpointing=False, report_to="none", logging_steps=1, save_strategy="no", seed=0,
                      beta=0.04)
     trainer = HiRTrainer(model=model_path, args=args, train_dataset=load_hir_dataset(data_path))
+    if trainer.accelerator.process_index == 1:
+        # skew the ranks: rank 1 finds no replay candidate, so it needs k supplementary samples per group while
+        # rank 0 (most likely) needs none and must join the generation call with filler prompts
+        trainer.args.replay_min_satisfied = 100
     records = []
     original = trainer._generate_and_score_completions
 
@@ -28,7 +32,9 @@ def main(model_path: str, data_path: str, output_dir: str) -> None:
             "num_items_in_batch": int(out["num_items_in_batch"].item()),
             "local_loss_tokens": int(out["completion_mask"].sum().item()),
             "row_ids": [str(x["row_id"]) for x in inputs],
-            "real_replays": sum(trainer.last_replay.real),
+            "kinds": trainer.last_replay.kinds,
+            "fillers": trainer._metrics["train"]["hir/filler_samples"][-1],
+            "supplementary": trainer._metrics["train"]["hir/supplementary_samples"][-1],
         })
         return out
 
