@@ -15,6 +15,8 @@ USAGE = """usage: hir-trl <command> [options]
 
 commands:
   train   train a model with Hindsight instruction Replay (hir-trl train --config recipe.yaml)
+  synth   attach random verifiable constraints to plain prompts
+          (hir-trl synth --dataset_name prompts.jsonl --output out.jsonl --num_constraints 3 --seed 0)
 """
 
 
@@ -89,6 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         script_args, training_args, model_args = make_train_parser().parse_args_and_config(rest)
         train(script_args, training_args, model_args)
         return 0
+    if command == "synth":
+        from .synth import main as synth_main
+
+        return synth_main(rest)
     print(f"hir-trl: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     return 2
 

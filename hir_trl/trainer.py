@@ -333,7 +333,6 @@ class HiRTrainer(GRPOTrainer):
         supplement = None
         if args.replay_shortfall == "resample" and k > 0:
             supplement = self._supplementary_samples(inputs, fill, output)
-        n_supp = sum(fill) if supplement is not None else 0
 
         # 4. The new rows, group by group: (kind, source row, group, choice).
         rows: list[tuple[str, int, int, Any]] = []
@@ -390,7 +389,6 @@ class HiRTrainer(GRPOTrainer):
         extra = [inputs[g * m] for g, c in enumerate(fill) for _ in range(c)]
         extra += [inputs[0]] * (most - need)
         metrics = {key: len(values) for key, values in self._metrics["train"].items()}
-        log_lengths = len(self._logs["prompt"])
         self._hir_capture = {"share_old_pass": False}
         self.num_generations = 1
         try:
@@ -402,8 +400,7 @@ class HiRTrainer(GRPOTrainer):
         for key, values in self._metrics["train"].items():  # keep TRL's per-step metrics about the m samples
             if key != "num_tokens":
                 del values[metrics.get(key, 0):]
-        added = len(self._logs["prompt"]) - log_lengths if len(self._logs["prompt"]) > log_lengths else None
-        added = len(gather_object(capture["prompts"])) if added is None else added
+        added = len(extra) * self.accelerator.num_processes  # every rank sent the same number of prompts
         for buffer in [self._logs["prompt"], self._logs["completion"], self._logs["advantages"],
                        *self._logs["rewards"].values()]:
             for _ in range(min(added, len(buffer))):
@@ -441,7 +438,7 @@ class HiRTrainer(GRPOTrainer):
                                     else q_prime)
         tokenized = iter(self._tokenize_prompts(list(q_primes.values()))[0]) if q_primes else iter(())
         new_prompt_rows = list(prompt_rows)
-        for offset, (kind, src, _, _) in enumerate(rows):
+        for kind, src, _, _ in rows:
             if kind == "supplementary":
                 new_prompt_rows.append(supp_prompt_rows[src])
             elif kind == "replay":
@@ -476,8 +473,8 @@ class HiRTrainer(GRPOTrainer):
                     if key == "completion_mask" and kind == "pad":
                         value = torch.zeros_like(value)
                     parts.append(value)
-            extended[key] = _cat_rows(parts, _PAD_VALUES.get(key, 0, ) if key != "completion_ids"
-                                      else self._tokenizer.pad_token_id)
+            pad_value = self._tokenizer.pad_token_id if key == "completion_ids" else _PAD_VALUES.get(key, 0)
+            extended[key] = _cat_rows(parts, pad_value)
 
         replay_rows = [B + i for i, (kind, _, _, _) in enumerate(rows) if kind == "replay"]
         if replay_rows:
@@ -581,8 +578,8 @@ class HiRTrainer(GRPOTrainer):
         ], dtype=torch.float64, device=device)
         (n_real, n_slots, n_failed, n_groups, integrity, entropy, n_supp_all, n_pad_all, n_fill,
          tokens) = self.accelerator.gather(local).view(-1, 10).sum(0).tolist()
-        if supplement is not None:
-            tokens = tokens - 0 + supplement["generated_tokens"]
+        if supplement is not None:  # already summed over ranks, fillers included
+            tokens += supplement["generated_tokens"]
         metrics = self._metrics["train"]
         metrics["hir/lambda"].append(lam)
         metrics["hir/replayed_rows"].append(n_real)

@@ -12,7 +12,7 @@ from trl import GRPOConfig, GRPOTrainer
 from hir_trl import ConstraintReward, HiRTrainer
 from hir_trl.replay import allocate_shortfall, select_replays
 
-from .test_trainer import assert_group_advantages, logps, make_args, spy_generation
+from .test_trainer import assert_group_advantages, make_args, spy_generation
 
 M, K = 6, 2
 
@@ -170,7 +170,6 @@ def test_diversity_aggregation_sum_scales_with_length(tmp_path, tiny_model_path,
 def test_reinforce_pp_whitens_over_valid_tokens(tmp_path, tiny_model_path, sample_dataset, estimator):
     trainer, calls = run(tmp_path, tiny_model_path, sample_dataset, advantage_estimator=estimator)
     inputs, out, replay = calls[0]
-    B = len(inputs)
     adv, mask = out["advantages"], out["completion_mask"].bool()
     assert adv.shape == out["completion_ids"].shape
     values = adv[mask]

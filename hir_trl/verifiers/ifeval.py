@@ -95,6 +95,8 @@ def _required(checker: IFEvalChecker, kwargs: dict[str, Any], name: str) -> Any:
 
 def _count(checker: IFEvalChecker, kwargs: dict[str, Any], name: str, minimum: int = 0) -> int:
     value = _required(checker, kwargs, name)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # Arrow/parquet round trips store counts as 5.0
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{checker.instruction_id}: argument {name!r} must be an integer, got {value!r}")
     if value < minimum:

@@ -955,3 +955,10 @@ def test_word_count_matches_nltk_regexp_tokenizer_on_combining_marks():
     for text in ["नमस्ते दुनिया, यह एक परीक्षण वाक्य है", "สวัสดีครับ ภาษาไทย", "plain ascii words, 3 of them"]:
         assert count_words(text) == len(nltk.tokenize.RegexpTokenizer(r"\w+").tokenize(text))
     assert count_words("नमस्ते दुनिया") == 2
+
+
+def test_integral_float_counts_are_accepted_but_fractions_are_not():
+    """Parquet/Arrow round trips store counts as floats (5.0): those load; 2.5 is still an error."""
+    assert ifeval.check("length_constraints:number_words", {"relation": "at least", "num_words": 3.0}, "one two three")
+    with pytest.raises(ValueError, match="num_words"):
+        ifeval.check("length_constraints:number_words", {"relation": "at least", "num_words": 2.5}, "one two three")
