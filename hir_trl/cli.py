@@ -68,11 +68,10 @@ def train(script_args, training_args, model_args) -> None:
     training_args.model_init_kwargs = model_init_kwargs
 
     trainer = HiRTrainer(model=model_args.model_name_or_path, args=training_args, train_dataset=dataset,
-                         peft_config=get_peft_config(model_args))
+                         peft_config=get_peft_config(model_args), dataset_name=str(script_args.dataset_name))
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.save_model(training_args.output_dir)
-    if trainer.accelerator.is_main_process:
-        trainer.create_model_card(dataset_name=str(script_args.dataset_name))
+    trainer.create_model_card()  # also when push_to_hub is off (rank 0 writes it)
     trainer.accelerator.print(f"Model saved to {training_args.output_dir}.")
     if training_args.push_to_hub:
         trainer.push_to_hub(dataset_name=str(script_args.dataset_name))

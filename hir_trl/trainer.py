@@ -78,6 +78,7 @@ class HiRTrainer(GRPOTrainer):
             `ConstraintReward` (for instance with a judge). Other reward functions are not supported: the
             replay reward is defined by the constraints.
         judge: the soft-constraint judge for the default `ConstraintReward`.
+        dataset_name: the training dataset's Hub id or path, recorded in every model card.
         **kwargs: passed to `GRPOTrainer` (``eval_dataset``, ``processing_class``, ``peft_config``, ...).
 
     Raises:
@@ -110,6 +111,7 @@ class HiRTrainer(GRPOTrainer):
         train_dataset: Any = None,
         reward_funcs: ConstraintReward | None = None,
         judge: Judge | None = None,
+        dataset_name: str | None = None,
         **kwargs: Any,
     ) -> None:
         if args is None:
@@ -128,6 +130,7 @@ class HiRTrainer(GRPOTrainer):
         self.constraint_reward = reward_funcs
         self._hir_capture: dict[str, Any] | None = None
         self.last_replay: ReplayBatch | None = None
+        self.dataset_name = dataset_name
         self._replay_rng = random.Random(args.seed)
         self._q_primes: dict[int, Any] = {}
         super().__init__(model=model, reward_funcs=[reward_funcs], args=args, train_dataset=train_dataset, **kwargs)
@@ -230,6 +233,20 @@ class HiRTrainer(GRPOTrainer):
         finally:
             self._hir_capture = None
         return self._complete_groups(list(inputs), output, capture)
+
+    def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None,
+                          tags: str | list[str] | None = None):
+        """Override of `GRPOTrainer.create_model_card`: TRL's card (tagged ``hir``, citing the paper) plus a
+        "HiR training" section with the replay hyperparameters, the dataset and the latest ``hir/*`` and
+        reward metrics. Written to ``output_dir/README.md`` (and copied into each checkpoint)."""
+        dataset_name = dataset_name or self.dataset_name
+        super().create_model_card(model_name=model_name, dataset_name=dataset_name, tags=tags)
+        if not self.is_world_process_zero():
+            return
+        path = os.path.join(self.args.output_dir, "README.md")
+        if os.path.isfile(path):
+            with open(path, "a", encoding="utf-8") as handle:
+                handle.write("\n" + hir_card_section(self.args, dataset_name, self.state.log_history))
 
     def _save_checkpoint(self, model, trial):
         """Override of `GRPOTrainer._save_checkpoint`: also save the replay RNG and the model card.
@@ -679,6 +696,36 @@ class ReplayBatch:
     lam: float
     choices: list[Any]
     supplementary_verdicts: VerdictMatrix | None = None
+
+
+#: HiRConfig fields reported in the model card.
+CARD_FIELDS = ("num_generations", "num_replays", "lambda_0", "eta", "replay_selection", "replay_scope",
+               "replay_shortfall", "replay_old_logps", "replay_min_satisfied", "diversity_aggregation",
+               "advantage_estimator", "kl_in_reward", "reward_mode", "beta", "learning_rate", "temperature",
+               "max_completion_length")
+
+
+def hir_card_section(args: HiRConfig, dataset_name: str | None, log_history: list[dict[str, Any]]) -> str:
+    """Markdown section for the model card: HiR hyperparameters, dataset and the latest metrics.
+
+    Only configuration values and logged metrics are written: never environment variables or keys.
+    """
+    lines = ["## HiR training", "", "Trained with Hindsight instruction Replay "
+             "([arXiv:2512.23457](https://arxiv.org/abs/2512.23457)) using `hir-trl`.", ""]
+    if dataset_name:
+        lines += [f"- Dataset: `{dataset_name}`"]
+    lines += [f"- `{name}`: `{getattr(args, name)}`" for name in CARD_FIELDS if hasattr(args, name)]
+    latest: dict[str, float] = {}
+    for entry in log_history:
+        for key, value in entry.items():
+            if (key.startswith(("hir/", "reward/")) or key in ("reward", "loss")) and value is not None:
+                latest[key] = value
+    if latest:
+        step = max((e.get("step", 0) for e in log_history), default=0)
+        lines += ["", f"Latest metrics (step {step}):", "", "| metric | value |", "|---|---|"]
+        lines += [f"| `{key}` | {value:.4g} |" for key, value in sorted(latest.items())
+                  if isinstance(value, (int, float))]
+    return "\n".join(lines) + "\n"
 
 
 def check_batch_layout(args: HiRConfig) -> None:

@@ -52,7 +52,14 @@ def test_tiny_recipe_trains_and_writes_a_hir_checkpoint(tmp_path):
     out = _train(tmp_path, "--max_steps", "2", "--save_steps", "2")
     assert (tmp_path / "model" / "config.json").exists()  # built locally on first use
     assert "- hir" in (out / "checkpoint-2" / "README.md").read_text()
-    assert "- hir" in (out / "README.md").read_text()
+    card = (out / "README.md").read_text()
+    assert "- hir" in card and "arXiv:2512.23457" in card and "@article{hir2025" in card
+    # HiR hyperparameters, the dataset and the final metrics
+    assert "## HiR training" in card and "muldimif_listing_sample.jsonl" in card
+    for field in ("`num_generations`: `6`", "`num_replays`: `2`", "`lambda_0`: `2.0`", "`eta`: `0.05`",
+                  "`replay_selection`: `curriculum`", "`advantage_estimator`: `grpo`"):
+        assert field in card, field
+    assert "Latest metrics (step 2)" in card and "| `hir/lambda` | 2.1 |" in card and "`reward/ila`" in card
     assert (out / "model.safetensors").exists()
     history = json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())["log_history"]
     steps = [h for h in history if "loss" in h]
