@@ -45,7 +45,7 @@ def train(script_args, training_args, model_args) -> None:
     """
     import transformers
     from packaging.version import Version
-    from trl import get_peft_config
+    from trl import get_peft_config, get_quantization_config
 
     from .data import load_hir_dataset
     from .trainer import HiRTrainer
@@ -68,7 +68,8 @@ def train(script_args, training_args, model_args) -> None:
     training_args.model_init_kwargs = model_init_kwargs
 
     trainer = HiRTrainer(model=model_args.model_name_or_path, args=training_args, train_dataset=dataset,
-                         peft_config=get_peft_config(model_args), dataset_name=str(script_args.dataset_name))
+                         peft_config=get_peft_config(model_args),
+                         quantization_config=get_quantization_config(model_args), dataset_name=str(script_args.dataset_name))
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.save_model(training_args.output_dir)
     trainer.create_model_card()  # also when push_to_hub is off (rank 0 writes it)

@@ -295,3 +295,41 @@ def test_resume_continues_lambda_rng_and_steps_exactly(tmp_path, tiny_model_path
     assert straight._replay_rng.getstate() == resumed._replay_rng.getstate()
     for (name, p), (_, q) in zip(straight.model.named_parameters(), resumed.model.named_parameters()):
         assert torch.allclose(p, q, atol=1e-6), name
+
+
+# ---------------------------------------------------------------- LoRA (issue 7)
+
+
+def test_lora_reference_is_the_adapter_disabled_model_under_q_prime(tmp_path, tiny_model_path, sample_dataset):
+    from peft import LoraConfig
+
+    trainer = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path, beta=0.04, max_steps=2,
+                                                                    learning_rate=5e-2),
+                         train_dataset=sample_dataset,
+                         peft_config=LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"]))
+    assert trainer.ref_model is None  # PEFT: the reference is the base model
+    seen = []
+    original = trainer._generate_and_score_completions
+
+    def spy(inputs):
+        out = original(inputs)
+        ids = torch.cat([out["prompt_ids"], out["completion_ids"]], 1)
+        mask = torch.cat([out["prompt_mask"], out["completion_mask"]], 1)
+        with torch.no_grad():
+            policy, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, ids, mask,
+                                                                      out["completion_ids"].size(1))
+            with trainer.model.disable_adapter():
+                base, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, ids, mask,
+                                                                        out["completion_ids"].size(1))
+        seen.append((len(inputs), out, trainer.last_replay, policy, base))
+        return out
+
+    trainer._generate_and_score_completions = spy
+    trainer.train()
+    B, out, replay, policy, base = seen[1]  # second step: the adapters have moved the policy
+    replays = [B + i for i, kind in enumerate(replay.kinds) if kind == "replay"]
+    assert replays
+    for row in replays:
+        mask = out["completion_mask"][row].bool()
+        assert torch.allclose(out["ref_per_token_logps"][row][mask], base[row][mask], atol=1e-4)
+        assert (out["ref_per_token_logps"][row][mask] - policy[row][mask]).abs().max() > 1e-4
