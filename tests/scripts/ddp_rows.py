@@ -1,8 +1,19 @@
-"""Run by tests/test_distributed.py under `torchrun --nproc_per_node 2`: train 2 steps and record, per rank,
-how many rows each generation batch held before and after hindsight replay."""
+"""Run by tests/test_distributed.py under torchrun: train and record, per rank and per generation batch, what
+hindsight replay added (rows, sources, selections).
 
+    torchrun --nproc_per_node N tests/scripts/ddp_rows.py MODEL DATA OUT [--skew] [--scripted]
+             [--per-device-batch 6] [--max-steps 2]
+
+--skew:     rank 1 finds no replay candidate (it needs k supplementary samples per group) while rank 0 must join
+            the same generation call with filler prompts.
+--scripted: completions are a deterministic function of (prompt, occurrence in the call, step), whatever the
+            batching, so a 1-process and a 2-process run with the same global batch generate the same text.
+"""
+
+import argparse
 import json
-import sys
+import random
+from collections import Counter
 from pathlib import Path
 
 import torch
@@ -10,29 +21,78 @@ import torch
 from hir_trl import HiRConfig, HiRTrainer, load_hir_dataset
 
 
-def main(model_path: str, data_path: str, output_dir: str) -> None:
-    args = HiRConfig(output_dir=output_dir, per_device_train_batch_size=6, gradient_accumulation_steps=2,
-                     num_iterations=2, max_steps=2, max_completion_length=12, bf16=False, use_cpu=True,
-                     gradient_checkpointing=False, report_to="none", logging_steps=1, save_strategy="no", seed=0,
-                     beta=0.04)
-    trainer = HiRTrainer(model=model_path, args=args, train_dataset=load_hir_dataset(data_path))
-    if trainer.accelerator.process_index == 1:
-        # skew the ranks: rank 1 finds no replay candidate, so it needs k supplementary samples per group while
-        # rank 0 (most likely) needs none and must join the generation call with filler prompts
+def scripted_generation(trainer):
+    words = " the a table | - word . , data list item row\n one two three".split(" ")
+    vocab = sorted({i for w in words for i in trainer.processing_class(" " + w, add_special_tokens=False).input_ids})
+
+    def generate(prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        seen = Counter()
+        out = []
+        for ids in prompt_ids:
+            key = tuple(int(i) for i in ids)
+            rng = random.Random(hash((key, seen[key], trainer.state.global_step)))
+            seen[key] += 1
+            out.append([rng.choice(vocab) for _ in range(rng.randint(4, 12))])
+        return out, None
+
+    trainer._generate_single_turn = generate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("model")
+    parser.add_argument("data")
+    parser.add_argument("output_dir")
+    parser.add_argument("--skew", action="store_true")
+    parser.add_argument("--scripted", action="store_true")
+    parser.add_argument("--per-device-batch", type=int, default=6)
+    parser.add_argument("--max-steps", type=int, default=2)
+    cli = parser.parse_args()
+
+    args = HiRConfig(output_dir=cli.output_dir, per_device_train_batch_size=cli.per_device_batch,
+                     gradient_accumulation_steps=2, num_iterations=2, max_steps=cli.max_steps,
+                     max_completion_length=12, bf16=False, use_cpu=True, gradient_checkpointing=False,
+                     report_to="none", logging_steps=1, save_strategy="no", seed=0, beta=0.04)
+    trainer = HiRTrainer(model=cli.model, args=args, train_dataset=load_hir_dataset(cli.data))
+    rank = trainer.accelerator.process_index
+    if cli.skew and rank == 1:
         trainer.args.replay_min_satisfied = 100
+    if cli.scripted:
+        scripted_generation(trainer)
+    tokenizer = trainer.processing_class
     records = []
     original = trainer._generate_and_score_completions
 
     def spy(inputs):
         out = original(inputs)
+        replay = trainer.last_replay
+        B = len(inputs)
+        row_ids = [str(x["row_id"]) for x in inputs]
+
+        def text(row):
+            return tokenizer.decode(out["completion_ids"][row][out["completion_mask"][row].bool()])
+
+        added = []
+        for i, kind in enumerate(replay.kinds):
+            if kind == "replay":
+                src = replay.sources[i]
+                added.append({"kind": kind, "row_id": row_ids[src], "source_on_this_rank": 0 <= src < B,
+                              "completion": text(B + i), "source_completion": text(src),
+                              "q_prime": replay.q_prime[i][-1]["content"]})
+            elif kind == "supplementary":
+                added.append({"kind": kind, "row_id": row_ids[replay.groups[i] * trainer.num_generations],
+                              "completion": text(B + i)})
         records.append({
-            "rank": trainer.accelerator.process_index,
-            "original_rows": len(inputs),
+            "rank": rank,
+            "step": trainer.state.global_step,
+            "lambda": replay.lam,
+            "original_rows": B,
             "rows": {k: int(v.shape[0]) for k, v in out.items() if isinstance(v, torch.Tensor) and v.dim() > 0},
             "num_items_in_batch": int(out["num_items_in_batch"].item()),
             "local_loss_tokens": int(out["completion_mask"].sum().item()),
-            "row_ids": [str(x["row_id"]) for x in inputs],
-            "kinds": trainer.last_replay.kinds,
+            "row_ids": row_ids,
+            "kinds": replay.kinds,
+            "added": added,
             "fillers": trainer._metrics["train"]["hir/filler_samples"][-1],
             "supplementary": trainer._metrics["train"]["hir/supplementary_samples"][-1],
         })
@@ -40,11 +100,10 @@ def main(model_path: str, data_path: str, output_dir: str) -> None:
 
     trainer._generate_and_score_completions = spy
     trainer.train()
-    rank = trainer.accelerator.process_index
-    Path(output_dir, f"rank{rank}.json").write_text(json.dumps({"records": records,
-                                                                "world": trainer.accelerator.num_processes}))
+    Path(cli.output_dir, f"rank{rank}.json").write_text(json.dumps({"records": records,
+                                                                    "world": trainer.accelerator.num_processes}))
     trainer.end()
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main()
