@@ -72,6 +72,7 @@ def train(script_args, training_args, model_args) -> None:
                          quantization_config=get_quantization_config(model_args), dataset_name=str(script_args.dataset_name))
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.save_model(training_args.output_dir)
+    trainer.save_state()  # trainer_state.json (log history with the hir/* metrics) beside the model
     trainer.create_model_card()  # also when push_to_hub is off (rank 0 writes it)
     trainer.accelerator.print(f"Model saved to {training_args.output_dir}.")
     if training_args.push_to_hub:

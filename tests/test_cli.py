@@ -61,6 +61,7 @@ def test_tiny_recipe_trains_and_writes_a_hir_checkpoint(tmp_path):
         assert field in card, field
     assert "Latest metrics (step 2)" in card and "| `hir/lambda` | 2.1 |" in card and "`reward/ila`" in card
     assert (out / "model.safetensors").exists()
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 2
     history = json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())["log_history"]
     steps = [h for h in history if "loss" in h]
     assert len(steps) == 2
