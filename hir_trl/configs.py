@@ -120,7 +120,69 @@ class HiRConfig(GRPOConfig):
     )
 
     # ---------------------------------------------------------------- judge (soft constraints), issue 4
-    # (fields of the LLM judge go here)
+    # Keys are never stored here: judge_api_key_env holds the NAME of the variable (see hir_trl.judge).
+    judge_model: str | None = field(
+        default="deepseek/deepseek-chat",
+        metadata={"help": "litellm model string of the soft-constraint judge (paper: DeepSeek-V3.1 non-thinking, "
+                  "'deepseek/deepseek-chat'). 'hosted_vllm/<name>' or 'openai/<name>' with judge_api_base for an "
+                  "OpenAI-compatible server such as `vllm serve`. Empty: no judge (soft constraints fail)."},
+    )
+    judge_api_base: str | None = field(
+        default=None,
+        metadata={"help": "Base URL of the judge endpoint, e.g. 'http://host:8000/v1'; None: the provider's default."},
+    )
+    judge_api_key_env: str | None = field(
+        default="DEEPSEEK_API_KEY",
+        metadata={"help": "NAME of the environment variable holding the judge's API key (never the key itself; it "
+                  "is read at each request and never saved). Empty: send no key (local server without auth)."},
+    )
+    judge_max_concurrency: int = field(
+        default=64,
+        metadata={"help": "Most judge requests in flight at once (per process)."},
+    )
+    judge_timeout: float = field(
+        default=60.0,
+        metadata={"help": "Seconds one judge request attempt may take before it is abandoned (finite)."},
+    )
+    judge_max_retries: int = field(
+        default=3,
+        metadata={"help": "Retries of a failed judge request (timeout, connection error, 5xx, 429, malformed or "
+                  "empty answer), with exponential backoff."},
+    )
+    judge_retry_backoff: float = field(
+        default=1.0,
+        metadata={"help": "Seconds before the first judge retry; doubles each retry (with jitter), capped at 30 s."},
+    )
+    judge_temperature: float = field(
+        default=0.0,
+        metadata={"help": "Sampling temperature of the judge."},
+    )
+    judge_max_tokens: int = field(
+        default=16,
+        metadata={"help": "Most tokens in a judge answer (text mode). The answer is YES or NO; raise it for a "
+                  "judge that thinks before answering."},
+    )
+    judge_logprobs: bool = field(
+        default=False,
+        metadata={"help": "Decide a soft constraint by P(YES) vs P(NO) of the judge's first answer token "
+                  "(logprobs, max_tokens=1) instead of parsing its answer text. Needs a server that returns logprobs."},
+    )
+    judge_failure_policy: str = field(
+        default="unsatisfied",
+        metadata={"help": "A judge call that still fails after its retries (or an answer that is neither YES nor NO): "
+                  "'unsatisfied' records a failed, not-satisfied verdict (counted in judge/failures); 'raise' stops "
+                  "training with JudgeError.", "choices": ["unsatisfied", "raise"]},
+    )
+    judge_cache_dir: str | None = field(
+        default=None,
+        metadata={"help": "Directory of the on-disk judge cache (SQLite; safe to share between processes and runs), "
+                  "so a resumed run asks nothing twice. None: cache in memory for this run only."},
+    )
+    rejudge_replays: bool = field(
+        default=False,
+        metadata={"help": "Re-judge the soft constraints a replay keeps under its hindsight instruction q' (counted "
+                  "and cached). Off (paper): a replay keeps only satisfied constraints, so its reward is 1."},
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -152,7 +214,24 @@ class HiRConfig(GRPOConfig):
 
 
     def _validate_judge_fields(self) -> None:
-        """Validate the judge fields (see `hir_trl.judge`)."""
+        """Validate the judge fields (see `hir_trl.judge`).
+
+        Raises:
+            ValueError: a judge field out of range, an unknown ``judge_failure_policy``, a ``judge_api_key_env``
+                that is not an environment variable name (the message never shows it), or a ``judge_api_base``
+                with credentials in it.
+        """
+        from .judge import judge_settings_problem
+
+        problem = judge_settings_problem(
+            model=self.judge_model, api_key_env=self.judge_api_key_env, max_concurrency=self.judge_max_concurrency,
+            timeout=self.judge_timeout, max_retries=self.judge_max_retries, temperature=self.judge_temperature,
+            failure_policy=self.judge_failure_policy, retry_backoff=self.judge_retry_backoff,
+            api_base=self.judge_api_base)
+        if problem is None and (not isinstance(self.judge_max_tokens, int) or self.judge_max_tokens < 1):
+            problem = f"judge_max_tokens must be an integer >= 1, got {self.judge_max_tokens!r}"
+        if problem is not None:
+            raise ValueError(problem)
 
 
 @dataclass

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .judge import JudgeError
 from .verifiers import Verdict, verify_constraint
 
 #: A judge for soft constraints: given (instruction, response, constraint text) triples, one Verdict each.
@@ -80,7 +81,9 @@ class ConstraintReward:
 
     Args:
         judge: called once per batch with the (instruction, response, constraint) triples of all soft
-            constraints. Without a judge, a soft constraint gets a failed verdict whose ``error`` says so.
+            constraints (e.g. `hir_trl.judge.LiteLLMJudge`). Without a judge, a soft constraint gets a failed
+            verdict whose ``error`` says so; so does every soft constraint of the batch when the judge raises,
+            except `hir_trl.judge.JudgeError`, which propagates (``judge_failure_policy="raise"``).
         reward_mode: ``"ila"`` (binary all-constraints-met reward, HiR and RL-IR) or ``"cla"`` (fraction met,
             RL-CR).
 
@@ -112,6 +115,7 @@ class ConstraintReward:
 
         Raises:
             ValueError: the three sequences differ in length.
+            JudgeError: the judge failed and its failure policy is ``"raise"``.
         """
         if not (len(prompts) == len(completions) == len(constraints)):
             raise ValueError(f"got {len(prompts)} prompts, {len(completions)} completions and "
@@ -141,6 +145,8 @@ class ConstraintReward:
                     for _ in triples]
         try:
             verdicts = list(self.judge(triples))
+        except JudgeError:  # failure_policy="raise": the user asked to stop
+            raise
         except Exception as exc:  # noqa: BLE001 - a judge failure is a recorded verdict
             return [Verdict(False, error=f"{type(exc).__name__}: {exc}", source="judge") for _ in triples]
         if len(verdicts) != len(triples):
