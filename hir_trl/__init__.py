@@ -2,6 +2,7 @@
 
 from .configs import HiRConfig, HiRScriptArguments
 from .data import DatasetFormatError, load_hir_dataset, load_rows
+from .judge import JudgeError, LiteLLMJudge, build_judge
 from .rewards import ConstraintReward, VerdictMatrix
 from .trainer import HiRTrainer
 
@@ -13,7 +14,10 @@ __all__ = [
     "HiRConfig",
     "HiRScriptArguments",
     "HiRTrainer",
+    "JudgeError",
+    "LiteLLMJudge",
     "VerdictMatrix",
+    "build_judge",
     "load_hir_dataset",
     "load_rows",
 ]

@@ -44,6 +44,11 @@ class HiRConfig(GRPOConfig):
             ``"grpo"`` (TRL), ``"reinforce_pp"`` (paper: Reinforce++, Hu 2025) or ``"reinforce_pp_baseline"``.
         kl_in_reward (`bool`, defaults to `False`):
             KL penalty (coefficient ``beta``) in the token rewards instead of the loss (released code).
+        judge_model, judge_api_base, judge_api_key_env, judge_max_concurrency, judge_timeout, judge_max_retries,
+        judge_retry_backoff, judge_temperature, judge_max_tokens, judge_logprobs, judge_failure_policy,
+        judge_cache_dir, rejudge_replays:
+            The LLM judge of soft constraints (paper Appendix "Evaluation Prompt"), see `hir_trl.judge` and each
+            field's help. ``judge_api_key_env`` is the NAME of the variable holding the key, never the key.
 
     Raises:
         ValueError: a field out of range (negative ``num_replays``, ``eta`` or ``replay_min_satisfied``, an

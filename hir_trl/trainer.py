@@ -14,7 +14,7 @@ import os
 import random
 import shutil
 import textwrap
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,8 @@ from trl.trainer.utils import nanstd, pad
 
 from .configs import HiRConfig
 from .replay import allocate_shortfall, curriculum_lambda, hindsight_instruction, hindsight_messages, select_replays
-from .rewards import ConstraintReward, Judge, VerdictMatrix
+from .judge import build_judge, has_soft_constraints
+from .rewards import ConstraintReward, Judge, VerdictMatrix, completion_text, instruction_text
 from .verifiers import sentence_backend
 
 logger = logging.getLogger(__name__)
@@ -122,6 +123,9 @@ class HiRTrainer(GRPOTrainer):
         if isinstance(reward_funcs, list) and len(reward_funcs) == 1:
             reward_funcs = reward_funcs[0]
         if reward_funcs is None:
+            if judge is None and (has_soft_constraints(train_dataset) or
+                                  has_soft_constraints(kwargs.get("eval_dataset"))):
+                judge = build_judge(args)  # None without judge_model; KeyError when the key's variable is unset
             reward_funcs = ConstraintReward(judge=judge, reward_mode=args.reward_mode)
         if not isinstance(reward_funcs, ConstraintReward):
             raise TypeError("HiRTrainer's reward is the constraint verdicts: pass reward_funcs=None or a single "
@@ -225,14 +229,38 @@ class HiRTrainer(GRPOTrainer):
         args = self.args
         hir = self.model.training and (args.num_replays > 0 or args.advantage_estimator != "grpo" or self.kl_coef)
         if not hir:
-            return super()._generate_and_score_completions(inputs)
+            output = super()._generate_and_score_completions(inputs)
+            self._log_judge_metrics()
+            return output
         self._hir_capture = {"share_old_pass": args.num_replays > 0 and self._trl_computes_old_logps()}
         try:
             output = super()._generate_and_score_completions(inputs)
             capture = self._hir_capture
         finally:
             self._hir_capture = None
-        return self._complete_groups(list(inputs), output, capture)
+        output = self._complete_groups(list(inputs), output, capture)
+        self._log_judge_metrics()
+        return output
+
+    def _log_judge_metrics(self) -> None:
+        """Log the judge's ``judge/*`` metrics since the last call: counters summed over ranks
+        (``judge/seconds_per_step``: max over ranks), latency percentiles of this rank (seconds)."""
+        judge = self.constraint_reward.judge
+        if not hasattr(judge, "pop_metrics"):
+            return
+        metrics = judge.pop_metrics()
+        names = sorted(k for k in metrics if "latency" not in k)  # the same keys on every rank
+        mode = "train" if self.model.training else "eval"
+        if names:
+            local = torch.tensor([metrics[k] for k in names], dtype=torch.float64, device=self.accelerator.device)
+            gathered = self.accelerator.gather(local).view(-1, len(names))
+            for i, name in enumerate(names):
+                column = gathered[:, i]
+                value = column.max() if name == "judge/seconds_per_step" else column.sum()
+                self._metrics[mode][name].append(value.item())
+        for name in ("judge/latency_p50", "judge/latency_p95"):
+            if name in metrics:
+                self._metrics[mode][name].append(metrics[name])
 
     def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None,
                           tags: str | list[str] | None = None):
@@ -371,11 +399,12 @@ class HiRTrainer(GRPOTrainer):
         if supplement is not None:
             sv = supplement["verdicts"]
             supp_rewards = sv.ila() if self.constraint_reward.reward_mode == "ila" else sv.cla()
+        replay_reward = self._rejudge_replays(inputs, completions, rows) if args.rejudge_replays else {}
         rewards = list(reward_of)
         members = [list(range(g * m, (g + 1) * m)) for g in range(groups)]
         for offset, (kind, src, g, _) in enumerate(rows):
             rewards.append({"supplementary": supp_rewards[src] if kind == "supplementary" else 0.0,
-                            "replay": 1.0, "pad": float("nan")}[kind])
+                            "replay": replay_reward.get(offset, 1.0), "pad": float("nan")}[kind])
             members[g].append(B + offset)
         rewards_t = torch.tensor(rewards, dtype=torch.float32, device=device)
         kl = self._kl_per_token(extended, B, rows) if self.kl_coef else None
@@ -384,6 +413,31 @@ class HiRTrainer(GRPOTrainer):
 
         self._log_step(inputs, extended, rows, picked, supplement, prompts, completions, lam, rewards, B, groups)
         return extended
+
+    def _rejudge_replays(self, inputs, completions, rows) -> dict[int, float]:
+        """``rejudge_replays``: re-judge each replay's kept soft constraints under q'.
+
+        Returns:
+            the reward of each replay row (by its offset among the new rows): ILA or CLA over the kept constraints,
+            counting the rule verdicts (met by construction) and the new judge verdicts.
+        """
+        judge = self.constraint_reward.judge
+        cells, triples = [], []
+        for offset, (kind, src, _, choice) in enumerate(rows):
+            if kind != "replay" or judge is None:
+                continue
+            constraints = inputs[src]["constraints"]
+            for j, kept in enumerate(choice.satisfied):
+                if kept and constraints[j]["kind"] == "soft":
+                    cells.append(offset)
+                    triples.append((instruction_text(self._q_primes[offset]), completion_text(completions[src]),
+                                    constraints[j]["text"]))
+        if not triples:
+            return {}
+        failed = Counter(o for o, v in zip(cells, getattr(judge, "rejudge", judge)(triples)) if not v.passed)
+        ila = self.constraint_reward.reward_mode == "ila"
+        return {o: float(failed[o] == 0) if ila else 1.0 - failed[o] / sum(c.satisfied)
+                for o, (kind, _, _, c) in enumerate(rows) if kind == "replay"}
 
     def _supplementary_samples(self, inputs, fill, output):
         """Generate ``fill[g]`` ordinary samples under q for each group g, through TRL's own pipeline.

@@ -333,3 +333,68 @@ def test_lora_reference_is_the_adapter_disabled_model_under_q_prime(tmp_path, ti
         mask = out["completion_mask"][row].bool()
         assert torch.allclose(out["ref_per_token_logps"][row][mask], base[row][mask], atol=1e-4)
         assert (out["ref_per_token_logps"][row][mask] - policy[row][mask]).abs().max() > 1e-4
+
+
+# ---------------------------------------------------------------- judge integration (issue 4)
+
+
+def _soft_dataset(tmp_path):
+    import json as _json
+
+    from hir_trl import load_hir_dataset
+
+    row = {"task": "Write a short note about the sea.", "template": "type3", "constraints": [
+        {"text": "Answer with at least 500 words.", "family": "ifeval",
+         "instruction_id": "length_constraints:number_words", "kwargs": {"relation": "at least", "num_words": 500}},
+        {"text": "The tone must be calm.", "kind": "soft"}]}
+    path = tmp_path / "soft.jsonl"
+    path.write_text("\n".join(_json.dumps({**row, "id": f"s{i}"}) for i in range(4)) + "\n")
+    return load_hir_dataset(path)
+
+
+def test_rejudge_replays_asks_the_judge_again_under_q_prime(tmp_path, tiny_model_path):
+    """The fake judge says YES only while the instruction still states the 500-word rule: under q' (which
+    dropped it) the kept soft constraint fails, so the replay's reward becomes 0 instead of 1."""
+    from hir_trl.verifiers import Verdict
+
+    calls = []
+
+    def judge(triples):
+        calls.append(list(triples))
+        return [Verdict("at least 500 words" in instruction, source="judge") for instruction, _, _ in triples]
+
+    dataset = _soft_dataset(tmp_path)
+    for rejudge, expected in ((False, 1.0), (True, 0.0)):
+        trainer = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path / str(rejudge), rejudge_replays=rejudge,
+                                                                        per_device_train_batch_size=6),
+                             train_dataset=dataset, reward_funcs=ConstraintReward(judge=judge))
+        calls.clear()
+        spied = spy_generation(trainer, own_logps=False)
+        trainer.train()
+        inputs, out, replay = spied[0]
+        replays = [len(inputs) + i for i, kind in enumerate(replay.kinds) if kind == "replay"]
+        assert len(replays) == 2  # every completion failed the 500-word rule and met the soft one
+        assert [replay.rewards[r] for r in replays] == [expected, expected]
+        assert len(calls) == (2 if rejudge else 1)  # the batch's soft constraints, then the replays' kept ones
+        if rejudge:
+            assert all("500 words" not in instruction for instruction, _, _ in calls[1])
+
+
+def test_trainer_builds_the_judge_from_the_config(tmp_path, tiny_model_path, monkeypatch):
+    from hir_trl.judge import LiteLLMJudge
+
+    dataset = _soft_dataset(tmp_path)
+    monkeypatch.delenv("HIR_TEST_MISSING_KEY", raising=False)
+    with pytest.raises(KeyError, match="HIR_TEST_MISSING_KEY"):
+        HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path, judge_model="openai/x",
+                                                              judge_api_key_env="HIR_TEST_MISSING_KEY"),
+                   train_dataset=dataset)
+    monkeypatch.setenv("HIR_TEST_MISSING_KEY", "k")
+    trainer = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path, judge_model="openai/x",
+                                                                    judge_api_key_env="HIR_TEST_MISSING_KEY",
+                                                                    judge_api_base="http://127.0.0.1:9/v1"),
+                         train_dataset=dataset)
+    assert isinstance(trainer.constraint_reward.judge, LiteLLMJudge)
+    trainer.constraint_reward.judge.close()
+    no_judge = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path, judge_model=""), train_dataset=dataset)
+    assert no_judge.constraint_reward.judge is None
