@@ -547,20 +547,26 @@ class HiRTrainer(GRPOTrainer):
             pad_value = self._tokenizer.pad_token_id if key == "completion_ids" else _PAD_VALUES.get(key, 0)
             extended[key] = _cat_rows(parts, pad_value)
 
-        replay_rows = [B + i for i, (kind, _, _, _) in enumerate(rows) if kind == "replay"]
-        if replay_rows:
-            idx = torch.tensor(replay_rows, device=device)
-            sub = [extended[key][idx] for key in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask")]
+        # Passes under q' run over ALL new rows, a count that is the same on every rank ((B / m) x k), so that
+        # ZeRO-3 ranks run the same number of forward passes; only the replays' results are kept.
+        is_replay = torch.tensor([kind == "replay" for kind, _, _, _ in rows], dtype=torch.bool, device=device)
+        if rows and (hindsight_mode or "ref_per_token_logps" in extended):
+            sub = [extended[key][B:] for key in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask")]
+            keep = is_replay.unsqueeze(1)
             if hindsight_mode:
                 # pi_old(y | q'): the replay is on-policy under q', so the vLLM correction is the identity.
                 old_q_prime, _ = self._policy_pass(self.model, *sub)
-                extended["old_per_token_logps"][idx] = old_q_prime
+                old = extended["old_per_token_logps"]
+                old[B:] = torch.where(keep, old_q_prime, old[B:])
                 if "sampling_per_token_logps" in extended:
-                    extended["sampling_per_token_logps"][idx] = old_q_prime
+                    sampling = extended["sampling_per_token_logps"]
+                    sampling[B:] = torch.where(keep, old_q_prime, sampling[B:])
                 if "importance_sampling_ratio" in extended:
-                    extended["importance_sampling_ratio"][idx] = 1.0
+                    ratio = extended["importance_sampling_ratio"]
+                    ratio[B:] = torch.where(keep, torch.ones_like(ratio[B:]), ratio[B:])
             if "ref_per_token_logps" in extended:
-                extended["ref_per_token_logps"][idx] = self._reference_logps(*sub)
+                ref = extended["ref_per_token_logps"]
+                ref[B:] = torch.where(keep, self._reference_logps(*sub), ref[B:])
         return extended
 
     def _kl_per_token(self, extended, B, rows) -> torch.Tensor:
@@ -769,6 +775,7 @@ def hir_card_section(args: HiRConfig, dataset_name: str | None, log_history: lis
     if dataset_name:
         lines += [f"- Dataset: `{dataset_name}`"]
     lines += [f"- `{name}`: `{getattr(args, name)}`" for name in CARD_FIELDS if hasattr(args, name)]
+    lines += [f"- Sentence splitter of the rule verifiers: `{sentence_backend()}` (NLTK Punkt when installed)"]
     latest: dict[str, float] = {}
     for entry in log_history:
         for key, value in entry.items():

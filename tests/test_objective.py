@@ -398,3 +398,41 @@ def test_trainer_builds_the_judge_from_the_config(tmp_path, tiny_model_path, mon
     trainer.constraint_reward.judge.close()
     no_judge = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path, judge_model=""), train_dataset=dataset)
     assert no_judge.constraint_reward.judge is None
+
+
+# ---------------------------------------------------------------- vLLM keys of replay rows, simulated on CPU
+
+
+@pytest.mark.parametrize("mode", ["original", "hindsight"])
+def test_vllm_importance_sampling_keys_are_set_explicitly_for_replays(tmp_path, tiny_model_path, sample_dataset,
+                                                                      monkeypatch, mode):
+    """GRPOTrainer's vLLM path adds `sampling_per_token_logps` (B, T) and `importance_sampling_ratio` (B, T) for
+    the sampled rows; both belong to (q, y). Simulated here by adding them to super's output."""
+    original = GRPOTrainer._generate_and_score_completions
+
+    def with_vllm_keys(self, inputs):
+        out = original(self, inputs)
+        generator = torch.Generator().manual_seed(0)
+        shape = out["completion_ids"].shape
+        out["sampling_per_token_logps"] = -torch.rand(shape, generator=generator) * 5
+        out["importance_sampling_ratio"] = 0.5 + torch.rand(shape, generator=generator)
+        return out
+
+    monkeypatch.setattr(GRPOTrainer, "_generate_and_score_completions", with_vllm_keys)
+    trainer, calls = run(tmp_path, tiny_model_path, sample_dataset, replay_old_logps=mode)
+    inputs, out, replay = calls[0]
+    B = len(inputs)
+    replays = [i for i, kind in enumerate(replay.kinds) if kind == "replay"]
+    assert replays
+    for i in replays:
+        row, src = B + i, replay.sources[i]
+        mask = out["completion_mask"][row].bool()
+        if mode == "original":  # the replay's (q, y) values: its source's
+            assert torch.equal(out["sampling_per_token_logps"][row], out["sampling_per_token_logps"][src])
+            assert torch.equal(out["importance_sampling_ratio"][row], out["importance_sampling_ratio"][src])
+        else:  # on-policy under q': sampler = old policy under q', no correction
+            assert torch.equal(out["sampling_per_token_logps"][row][mask], out["old_per_token_logps"][row][mask])
+            assert torch.all(out["importance_sampling_ratio"][row][mask] == 1.0)
+            assert not torch.equal(out["old_per_token_logps"][row][mask], out["old_per_token_logps"][src][mask])
+    # the sampled rows keep the values TRL computed
+    assert torch.all(out["importance_sampling_ratio"][:B] != 1.0)
