@@ -15,6 +15,8 @@ to class. Each family module (`ifeval.py`, `muldimif.py`, ...) defines
 from __future__ import annotations
 
 import abc
+import math
+import numbers
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -58,3 +60,68 @@ class Checker(abc.ABC):
     @abc.abstractmethod
     def check_following(self, response: str, prompt: str | None = None) -> bool:
         """Return True when ``response`` meets the constraint."""
+
+
+class ArgsChecker(Checker):
+    """A `Checker` that names the kwargs it takes and rejects any other (IFEval's ``get_instruction_args_keys``).
+
+    Raises:
+        TypeError: an unexpected keyword argument.
+    """
+
+    #: The kwargs this instruction takes.
+    arg_names: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, **kwargs: Any) -> None:
+        unexpected = sorted(set(kwargs) - set(self.arg_names))
+        if unexpected:
+            raise TypeError(
+                f"{self.instruction_id}: unexpected argument(s) {unexpected}; it takes {list(self.arg_names)}"
+            )
+        super().__init__(**kwargs)
+
+
+# -- kwargs validation shared by the rule families: each raises ValueError naming the instruction and argument.
+
+#: IFEval's comparison relations.
+RELATIONS = ("less than", "at least")
+
+
+def required_arg(checker: Checker, kwargs: dict[str, Any], name: str) -> Any:
+    """The value of a required kwarg. Raises ValueError when it is missing or None."""
+    value = kwargs.get(name)
+    if value is None:
+        raise ValueError(f"{checker.instruction_id}: missing required argument {name!r}")
+    return value
+
+
+def count_arg(checker: Checker, kwargs: dict[str, Any], name: str, minimum: int = 0) -> int:
+    """An integer kwarg >= ``minimum``. Integral floats (``5.0``, as parquet/Arrow round trips and IFBench's test
+    file store counts) are accepted; booleans, fractions and non-finite numbers raise ValueError."""
+    value = required_arg(checker, kwargs, name)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(value)
+        or value != int(value)
+    ):
+        raise ValueError(f"{checker.instruction_id}: argument {name!r} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{checker.instruction_id}: argument {name!r} must be >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def relation_arg(checker: Checker, kwargs: dict[str, Any], name: str) -> str:
+    """One of `RELATIONS`. Raises ValueError otherwise."""
+    value = required_arg(checker, kwargs, name)
+    if value not in RELATIONS:
+        raise ValueError(f"{checker.instruction_id}: argument {name!r} must be one of {RELATIONS}, got {value!r}")
+    return value
+
+
+def text_arg(checker: Checker, kwargs: dict[str, Any], name: str, strip: bool = True) -> str:
+    """A non-empty string kwarg (stripped unless ``strip=False``). Raises ValueError otherwise."""
+    value = required_arg(checker, kwargs, name)
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{checker.instruction_id}: argument {name!r} must be a non-empty string, got {value!r}")
+    return value.strip() if strip else value

@@ -25,7 +25,6 @@ from __future__ import annotations
 import collections
 import csv
 import io
-import math
 import numbers
 import re
 from typing import Any, ClassVar
@@ -33,7 +32,10 @@ from typing import Any, ClassVar
 import regex
 
 from . import iftrain
-from .base import Checker
+from .base import ArgsChecker, Checker
+from .base import count_arg as _count
+from .base import required_arg as _required
+from .base import text_arg as _text
 from .ifeval import loose_variants
 from .nlp import (
     COORDINATING_CONJUNCTIONS,
@@ -90,26 +92,8 @@ _LETTER = regex.compile(r"\p{L}")
 # --------------------------------------------------------------------------------------------------
 
 
-def _required(checker: IFBenchChecker, kwargs: dict[str, Any], name: str) -> Any:
-    value = kwargs.get(name)
-    if value is None:
-        raise ValueError(f"{checker.instruction_id}: missing required argument {name!r}")
-    return value
 
 
-def _count(checker: IFBenchChecker, kwargs: dict[str, Any], name: str, minimum: int = 0) -> int:
-    """An integer kwarg; integral floats (``5.0``, as IFBench's test file stores them) are accepted."""
-    value = _required(checker, kwargs, name)
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not math.isfinite(value)
-        or value != int(value)
-    ):
-        raise ValueError(f"{checker.instruction_id}: argument {name!r} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{checker.instruction_id}: argument {name!r} must be >= {minimum}, got {value!r}")
-    return int(value)
 
 
 def _percentage(checker: IFBenchChecker, kwargs: dict[str, Any], name: str) -> int | float:
@@ -119,11 +103,6 @@ def _percentage(checker: IFBenchChecker, kwargs: dict[str, Any], name: str) -> i
     return int(value) if value == int(value) else float(value)
 
 
-def _text(checker: IFBenchChecker, kwargs: dict[str, Any], name: str, strip: bool = True) -> str:
-    value = _required(checker, kwargs, name)
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{checker.instruction_id}: argument {name!r} must be a non-empty string, got {value!r}")
-    return value.strip() if strip else value
 
 
 def _sentence_words(sentence: str) -> list[str]:
@@ -135,19 +114,8 @@ def _sentence_words(sentence: str) -> list[str]:
 # --------------------------------------------------------------------------------------------------
 
 
-class IFBenchChecker(Checker):
+class IFBenchChecker(ArgsChecker):
     """Base of the IFBench checkers: rejects keyword arguments the instruction does not take."""
-
-    #: The kwargs this instruction takes (IFBench's ``get_instruction_args_keys``).
-    arg_names: ClassVar[tuple[str, ...]] = ()
-
-    def __init__(self, **kwargs: Any) -> None:
-        unexpected = sorted(set(kwargs) - set(self.arg_names))
-        if unexpected:
-            raise TypeError(
-                f"{self.instruction_id}: unexpected argument(s) {unexpected}; it takes {list(self.arg_names)}"
-            )
-        super().__init__(**kwargs)
 
 
 class _FixedDescription(IFBenchChecker):

@@ -31,17 +31,19 @@ import collections
 import functools
 import itertools
 import json
-import numbers
 import re
-from typing import Any, ClassVar
+from typing import Any
 
-from .base import Checker
+from .base import RELATIONS, ArgsChecker, Checker
+from .base import count_arg as _count
+from .base import relation_arg as _relation
+from .base import required_arg as _required
+from .base import text_arg as _text
 from .text import count_sentences, count_words, split_sentences
 
 FAMILY = "ifeval"
 
 #: The two comparison relations IFEval supports for counts.
-RELATIONS = ("less than", "at least")
 
 #: ISO 639-1 code -> language name, the languages IFEval's ``language:response_language`` supports.
 LANGUAGE_CODES: dict[str, str] = {
@@ -86,36 +88,12 @@ CONSTRAINED_RESPONSE_OPTIONS = ("My answer is yes.", "My answer is no.", "My ans
 # --------------------------------------------------------------------------------------------------
 
 
-def _required(checker: IFEvalChecker, kwargs: dict[str, Any], name: str) -> Any:
-    value = kwargs.get(name)
-    if value is None:
-        raise ValueError(f"{checker.instruction_id}: missing required argument {name!r}")
-    return value
 
 
-def _count(checker: IFEvalChecker, kwargs: dict[str, Any], name: str, minimum: int = 0) -> int:
-    value = _required(checker, kwargs, name)
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)  # Arrow/parquet round trips store counts as 5.0
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{checker.instruction_id}: argument {name!r} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{checker.instruction_id}: argument {name!r} must be >= {minimum}, got {value!r}")
-    return int(value)
 
 
-def _relation(checker: IFEvalChecker, kwargs: dict[str, Any], name: str) -> str:
-    value = _required(checker, kwargs, name)
-    if value not in RELATIONS:
-        raise ValueError(f"{checker.instruction_id}: argument {name!r} must be one of {RELATIONS}, got {value!r}")
-    return value
 
 
-def _text(checker: IFEvalChecker, kwargs: dict[str, Any], name: str, strip: bool = True) -> str:
-    value = _required(checker, kwargs, name)
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{checker.instruction_id}: argument {name!r} must be a non-empty string, got {value!r}")
-    return value.strip() if strip else value
 
 
 def _words(checker: IFEvalChecker, kwargs: dict[str, Any], name: str) -> list[str]:
@@ -166,19 +144,8 @@ def _detect_language(text: str) -> str | None:
 # --------------------------------------------------------------------------------------------------
 
 
-class IFEvalChecker(Checker):
+class IFEvalChecker(ArgsChecker):
     """Base of the IFEval checkers: rejects keyword arguments the instruction does not take."""
-
-    #: The kwargs this instruction takes (IFEval's ``get_instruction_args_keys``).
-    arg_names: ClassVar[tuple[str, ...]] = ()
-
-    def __init__(self, **kwargs: Any) -> None:
-        unexpected = sorted(set(kwargs) - set(self.arg_names))
-        if unexpected:
-            raise TypeError(
-                f"{self.instruction_id}: unexpected argument(s) {unexpected}; it takes {list(self.arg_names)}"
-            )
-        super().__init__(**kwargs)
 
 
 class KeywordExistence(IFEvalChecker):

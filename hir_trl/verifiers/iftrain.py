@@ -40,12 +40,15 @@ class docstring under "Interpretation".
 from __future__ import annotations
 
 import functools
-import numbers
 import re
 from typing import Any
 
 from .base import Checker
-from .ifeval import RELATIONS, IFEvalChecker, LetterFrequency
+from .base import count_arg as _count
+from .base import relation_arg as _relation
+from .base import required_arg as _required
+from .base import text_arg as _text
+from .ifeval import IFEvalChecker, LetterFrequency
 
 # --------------------------------------------------------------------------------------------------
 # Text helpers
@@ -144,37 +147,12 @@ def _paragraph_count(response: str, separator: str) -> int | None:
 # --------------------------------------------------------------------------------------------------
 
 
-def _required(checker: Checker, kwargs: dict[str, Any], name: str) -> Any:
-    value = kwargs.get(name)
-    if value is None:
-        raise ValueError(f"{checker.instruction_id}: missing required argument {name!r}")
-    return value
 
 
-def _count(checker: Checker, kwargs: dict[str, Any], name: str, minimum: int = 0) -> int:
-    value = _required(checker, kwargs, name)
-    if isinstance(value, numbers.Real) and not isinstance(value, (bool, numbers.Integral)):
-        if float(value).is_integer():
-            value = int(value)
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{checker.instruction_id}: argument {name!r} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{checker.instruction_id}: argument {name!r} must be >= {minimum}, got {value!r}")
-    return int(value)
 
 
-def _relation(checker: Checker, kwargs: dict[str, Any], name: str) -> str:
-    value = _required(checker, kwargs, name)
-    if value not in RELATIONS:
-        raise ValueError(f"{checker.instruction_id}: argument {name!r} must be one of {RELATIONS}, got {value!r}")
-    return value
 
 
-def _text(checker: Checker, kwargs: dict[str, Any], name: str, strip: bool = True) -> str:
-    value = _required(checker, kwargs, name)
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{checker.instruction_id}: argument {name!r} must be a non-empty string, got {value!r}")
-    return value.strip() if strip else value
 
 
 def _word(checker: Checker, kwargs: dict[str, Any], name: str) -> str:
