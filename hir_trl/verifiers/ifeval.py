@@ -43,8 +43,6 @@ from .text import count_sentences, count_words, split_sentences
 
 FAMILY = "ifeval"
 
-#: The two comparison relations IFEval supports for counts.
-
 #: ISO 639-1 code -> language name, the languages IFEval's ``language:response_language`` supports.
 LANGUAGE_CODES: dict[str, str] = {
     "en": "English",
