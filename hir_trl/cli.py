@@ -17,6 +17,7 @@ commands:
   train   train a model with Hindsight instruction Replay (hir-trl train --config recipe.yaml)
   synth   attach random verifiable constraints to plain prompts
           (hir-trl synth --dataset_name prompts.jsonl --output out.jsonl --num_constraints 3 --seed 0)
+  eval    evaluate instruction following: hir-trl eval score|generate|compare ... (hir-trl eval --help)
 """
 
 
@@ -96,6 +97,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .synth import main as synth_main
 
         return synth_main(rest)
+    if command == "eval":
+        from .evaluation import main as eval_main
+
+        return eval_main(rest)
     print(f"hir-trl: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     return 2
 

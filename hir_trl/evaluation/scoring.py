@@ -1,0 +1,617 @@
+"""Scoring responses against a benchmark: per-(row, sample, constraint) verdicts and every figure built on them.
+
+Conventions (those of the official IFEval scorer, google-research/instruction_following_eval, as shipped in
+lm-eval 0.4.x):
+
+- Responses are joined to benchmark rows by prompt text (the final user turn). A prompt with no response is
+  a failure of every one of its constraints, and is listed in the report.
+- Strict: `hir_trl.verifiers.verify_constraint` (``None`` kwargs dropped, an all-whitespace response fails;
+  a checker exception is a failed verdict whose error is recorded). Loose (IFEval/IFBench formats): the
+  family's ``check_loose`` (any of the 8 official variants passes), wrapped the same way.
+- Prompt-level accuracy: the fraction of rows whose constraints all pass (the paper's ILA); instruction-level
+  accuracy: the micro-average over all constraints of all rows. CLA (MulDimIF/HIR formats): the mean over
+  rows of the fraction of the row's constraints met.
+- Soft constraints (and MulDimIF requirements no rule can parse) are judged when a judge is given; without
+  one their verdict is ``None`` ("unjudged"): ILA and CLA are then computed over the other constraints, a row
+  with nothing else is left out, and the report counts them. They are never counted as failed.
+- With S samples per prompt (the s-th response of each prompt forms run s), every figure is computed per run
+  and reported as the mean and the sample standard deviation (``ddof=1``; 0 for one run) over runs; pass@k
+  uses the unbiased estimator of Chen et al. (2021) per row, averaged over rows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..verifiers import FAMILIES, Verdict, sentence_backend, verify_constraint
+from .benchmarks import Benchmark, EvalConstraint
+
+#: A judge for soft constraints (see `hir_trl.rewards.Judge`): (instruction, response, constraint) triples in,
+#: one `Verdict` per triple out.
+Judge = Callable[[Sequence[tuple[str, str, str]]], Sequence[Verdict]]
+
+#: Version of the report JSON layout.
+REPORT_VERSION = 1
+
+#: The figure that stands for a benchmark in the paper's Table 1: the percentage of prompts whose constraints
+#: are all met (the paper's ILA, Eq. 1). For IFEval/IFBench that is the official prompt-level *strict*
+#: accuracy (loose is the official upper bound; the base-model figures of Table 1 match published strict
+#: prompt-level scores).
+HEADLINE = {"ifeval": "prompt_level_strict_acc", "ifbench": "prompt_level_strict_acc", "muldimif": "ila",
+            "hir": "ila"}
+
+#: Human-readable metric names (the table's rows).
+METRIC_LABELS = {
+    "prompt_level_strict_acc": "prompt-level strict",
+    "inst_level_strict_acc": "instruction-level strict",
+    "prompt_level_loose_acc": "prompt-level loose",
+    "inst_level_loose_acc": "instruction-level loose",
+    "ila": "ILA (all constraints met)",
+    "cla": "CLA (fraction of constraints met)",
+}
+
+SENTENCE_BACKEND_NOTES = {
+    "punkt": "NLTK Punkt model (punkt_tab), as the official scorers use",
+    "fallback": ("deterministic regex fallback: NLTK's punkt_tab data is not installed, so sentence counts "
+                 "(IFEval length_constraints:number_sentences, some IFBench and MulDimIF checks) may differ from "
+                 "the official scorers; install it with `python -m nltk.downloader punkt_tab`"),
+}
+
+
+class UnknownInstructionError(ValueError):
+    """A benchmark row names an instruction id that no verifier family has (see ``allow_unknown``)."""
+
+    def __init__(self, benchmark: str, unknown: Sequence[tuple[str, str]]) -> None:
+        self.benchmark, self.unknown = benchmark, list(unknown)
+        shown = ", ".join(f"row {key} {iid!r}" for key, iid in self.unknown[:10])
+        more = f" and {len(self.unknown) - 10} more" if len(self.unknown) > 10 else ""
+        super().__init__(f"{benchmark}: {len(self.unknown)} constraint(s) name an unknown instruction id: "
+                         f"{shown}{more}. Pass --allow-unknown (allow_unknown=True) to count them as failures.")
+
+
+class ResponsesFormatError(ValueError):
+    """A responses file that cannot be read; the message names the file and the line."""
+
+
+def check_known(benchmarks: Sequence[Benchmark]) -> None:
+    """Raise `UnknownInstructionError` for the first benchmark with a constraint whose instruction id is unknown."""
+    for benchmark in benchmarks:
+        unknown = [(row.key, c.instruction_id) for row in benchmark.rows for c in row.constraints
+                   if c.status == "unknown"]
+        if unknown:
+            raise UnknownInstructionError(benchmark.name, unknown)
+
+
+# ----------------------------------------------------------------------------------------------- responses
+
+
+@dataclass
+class ResponseSet:
+    """Responses keyed by prompt text, each prompt's list in sample order.
+
+    Attributes:
+        by_prompt: prompt text -> responses (sample 0, 1, ...).
+        sources: the files read.
+    """
+
+    by_prompt: dict[str, list[str]] = field(default_factory=dict)
+    sources: list[str] = field(default_factory=list)
+
+    def get(self, prompt: str) -> list[str]:
+        return self.by_prompt.get(prompt, [])
+
+    @property
+    def num_responses(self) -> int:
+        return sum(len(v) for v in self.by_prompt.values())
+
+    @classmethod
+    def from_mapping(cls, responses: Mapping[str, str | Sequence[str]]) -> ResponseSet:
+        """Build from ``{prompt: response}`` or ``{prompt: [response per sample]}``."""
+        return cls({p: [r] if isinstance(r, str) else list(r) for p, r in responses.items()})
+
+
+def _prompt_text(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        for message in reversed(value):
+            if isinstance(message, Mapping) and message.get("role") == "user" and isinstance(message.get("content"),
+                                                                                            str):
+                return message["content"]
+    return None
+
+
+def read_responses(paths: str | Path | Iterable[str | Path]) -> ResponseSet:
+    """Read responses JSONL files: one ``{"prompt": ..., "response": ...}`` object per line.
+
+    ``prompt`` is the prompt text (or a list of chat messages, whose final user turn is the text). A prompt
+    may have several lines: its samples, in file order, or ordered by an integer ``sample`` field when the
+    lines have one (a repeated line with the same prompt, sample and response is read once). Other fields
+    are ignored.
+
+    Raises:
+        FileNotFoundError: a file that does not exist.
+        ResponsesFormatError: a line that does not parse, lacks a string ``prompt``/``response``, or gives two
+            different responses for one (prompt, sample) pair.
+    """
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    entries: dict[str, list[tuple[float, int, str]]] = {}
+    seen: dict[tuple[str, int], str] = {}
+    sources = []
+    order = 0
+    for path in paths:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"responses file {path} does not exist")
+        sources.append(str(path))
+        with path.open(encoding="utf-8") as handle:
+            for line_no, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                where = f"{path}: line {line_no}"
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ResponsesFormatError(f"{where} does not parse as JSON: {exc}") from None
+                if not isinstance(record, Mapping):
+                    raise ResponsesFormatError(f"{where}: expected a JSON object")
+                prompt = _prompt_text(record.get("prompt"))
+                if prompt is None:
+                    raise ResponsesFormatError(f"{where}: field 'prompt' must be the prompt text (or chat messages)")
+                response = record.get("response")
+                if not isinstance(response, str):
+                    raise ResponsesFormatError(f"{where}: field 'response' must be a string, got "
+                                               f"{type(response).__name__}")
+                sample = record.get("sample")
+                if sample is not None:
+                    if isinstance(sample, bool) or not isinstance(sample, int) or sample < 0:
+                        raise ResponsesFormatError(f"{where}: field 'sample' must be an integer >= 0")
+                    if (prompt, sample) in seen:
+                        if seen[prompt, sample] == response:
+                            continue  # the same line again (e.g. two benchmarks' files sharing a prompt)
+                        raise ResponsesFormatError(f"{where}: a different response for sample {sample} of the "
+                                                   f"prompt {_snippet(prompt)!r}")
+                    seen[prompt, sample] = response
+                entries.setdefault(prompt, []).append((math.inf if sample is None else sample, order, response))
+                order += 1
+    by_prompt = {p: [r for _, _, r in sorted(items)] for p, items in entries.items()}
+    return ResponseSet(by_prompt, sources)
+
+
+def _snippet(text: str, width: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+# ----------------------------------------------------------------------------------------------- pass@k
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k estimator (Chen et al., 2021): ``1 - C(n - c, k) / C(n, k)``.
+
+    Computed as ``1 - prod_{i = n - c + 1}^{n} (1 - k / i)``, which never forms the large binomials.
+
+    Args:
+        n: samples drawn for the prompt.
+        c: samples that passed.
+        k: the budget, ``1 <= k <= n``.
+
+    Raises:
+        ValueError: ``not 0 <= c <= n`` or ``not 1 <= k <= n``.
+    """
+    if not 0 <= c <= n:
+        raise ValueError(f"need 0 <= c <= n, got n={n}, c={c}")
+    if not 1 <= k <= n:
+        raise ValueError(f"need 1 <= k <= n, got n={n}, k={k}")
+    if n - c < k:
+        return 1.0
+    product = 1.0
+    for i in range(n - c + 1, n + 1):
+        product *= 1.0 - k / i
+    return 1.0 - product
+
+
+def default_ks(num_samples: int) -> list[int]:
+    """pass@k budgets reported for ``num_samples`` samples: the powers of two up to it, and itself."""
+    ks = [k for k in (1, 2, 4, 8, 16, 32, 64, 128, 256) if k <= num_samples]
+    if num_samples not in ks:
+        ks.append(num_samples)
+    return ks
+
+
+def _mean_std(values: Sequence[float]) -> dict[str, Any]:
+    values = [v for v in values if v is not None]
+    if not values:
+        return {"mean": None, "std": None, "per_sample": []}
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    return {"mean": statistics.fmean(values), "std": std, "per_sample": list(values)}
+
+
+# ----------------------------------------------------------------------------------------------- verdicts
+
+
+@dataclass(frozen=True)
+class Cell:
+    """The verdict of one (row, sample, constraint): ``strict``/``loose`` are None when unjudged."""
+
+    strict: bool | None
+    loose: bool | None
+    error: str | None = None
+    source: str | None = None
+
+
+def _loose_verdict(constraint: EvalConstraint, response: str, prompt: str) -> Verdict:
+    module = FAMILIES.get(constraint.family or "")
+    check_loose = getattr(module, "check_loose", None)
+    if check_loose is None:
+        return verify_constraint(constraint.family, constraint.instruction_id, constraint.kwargs, response, prompt)
+    try:
+        return Verdict(bool(check_loose(constraint.instruction_id, dict(constraint.kwargs), response, prompt)))
+    except Exception as exc:  # noqa: BLE001 - a checker failure is a recorded verdict, as in verify_constraint
+        return Verdict(False, error=f"{type(exc).__name__}: {exc}")
+
+
+def _judge_error_type() -> type[BaseException] | None:
+    try:
+        from ..judge import JudgeError
+    except ImportError:  # pragma: no cover - the judge module is optional here
+        return None
+    return JudgeError
+
+
+def _run_judge(judge: Judge, triples: list[tuple[str, str, str]]) -> list[Verdict]:
+    """Judge the triples once; a failing judge gives failed verdicts with the error (as `ConstraintReward`)."""
+    judge_error = _judge_error_type()
+    try:
+        verdicts = list(judge(triples))
+    except Exception as exc:  # noqa: BLE001
+        if judge_error is not None and isinstance(exc, judge_error):
+            raise  # failure_policy="raise": the user asked to stop
+        return [Verdict(False, error=f"{type(exc).__name__}: {exc}", source="judge") for _ in triples]
+    if len(verdicts) != len(triples):
+        return [Verdict(False, error=f"RuntimeError: judge returned {len(verdicts)} verdicts for {len(triples)} "
+                        "constraints", source="judge") for _ in triples]
+    return verdicts
+
+
+def _verdict_grid(benchmark: Benchmark, responses: ResponseSet, num_samples: int,
+                  judge: Judge | None) -> list[list[list[Cell]]]:
+    """``grid[row][sample][constraint]`` for every row, sample and constraint of ``benchmark``."""
+    loose = benchmark.has_loose
+    grid: list[list[list[Cell | None]]] = []
+    pending: list[tuple[int, int, int, tuple[str, str, str]]] = []
+    for r, row in enumerate(benchmark.rows):
+        row_responses = responses.get(row.prompt)
+        samples = []
+        for s in range(num_samples):
+            response = row_responses[s] if s < len(row_responses) else None
+            cells: list[Cell | None] = []
+            for j, c in enumerate(row.constraints):
+                if c.needs_judge and judge is None:
+                    cells.append(Cell(None, None, None, None))  # unjudged, never failed
+                elif response is None:
+                    cells.append(Cell(False, False if loose else None, None, "missing"))
+                elif c.status == "unknown":
+                    cells.append(Cell(False, False if loose else None, c.problem, "unknown"))
+                elif c.needs_judge:
+                    cells.append(None)
+                    pending.append((r, s, j, (row.prompt, response, c.text or c.label)))
+                else:
+                    strict = verify_constraint(c.family, c.instruction_id, c.kwargs, response, row.prompt)
+                    lv = _loose_verdict(c, response, row.prompt) if loose else None
+                    error = strict.error or (lv.error if lv is not None else None)
+                    cells.append(Cell(strict.passed, lv.passed if lv is not None else None, error, "rule"))
+            samples.append(cells)
+        grid.append(samples)
+    if pending:
+        for (r, s, j, _), verdict in zip(pending, _run_judge(judge, [t for *_, t in pending])):
+            grid[r][s][j] = Cell(verdict.passed, verdict.passed if loose else None, verdict.error, "judge")
+    return grid  # type: ignore[return-value] - every pending cell is filled
+
+
+# ----------------------------------------------------------------------------------------------- figures
+
+
+def _row_pass(cells: Sequence[Cell], mode: str) -> bool | None:
+    """All scored constraints pass (True for a row without constraints, as the official ``all([])``);
+    None when the row has constraints but none was scored (all unjudged)."""
+    values = [getattr(c, mode) for c in cells if getattr(c, mode) is not None]
+    if cells and not values:
+        return None
+    return all(values)
+
+
+def _row_fraction(cells: Sequence[Cell], mode: str) -> float | None:
+    values = [getattr(c, mode) for c in cells if getattr(c, mode) is not None]
+    return sum(values) / len(values) if values else None
+
+
+def _mean(values: Iterable[float | bool | None]) -> float | None:
+    kept = [float(v) for v in values if v is not None]
+    return sum(kept) / len(kept) if kept else None
+
+
+def _metric_specs(benchmark: Benchmark) -> dict[str, tuple[str, str]]:
+    """metric name -> (mode, aggregation): aggregation is ``prompt``, ``micro`` or ``macro``."""
+    if benchmark.has_loose:
+        return {"prompt_level_strict_acc": ("strict", "prompt"), "inst_level_strict_acc": ("strict", "micro"),
+                "prompt_level_loose_acc": ("loose", "prompt"), "inst_level_loose_acc": ("loose", "micro")}
+    return {"ila": ("strict", "prompt"), "cla": ("strict", "macro")}
+
+
+def _aggregate(rows_cells: Sequence[Sequence[Cell]], mode: str, aggregation: str) -> float | None:
+    if aggregation == "prompt":
+        return _mean(_row_pass(cells, mode) for cells in rows_cells)
+    if aggregation == "macro":
+        return _mean(_row_fraction(cells, mode) for cells in rows_cells)
+    return _mean(getattr(c, mode) for cells in rows_cells for c in cells)
+
+
+def _breakdown(benchmark: Benchmark, grid, key: Callable[[EvalConstraint], str]) -> dict[str, dict[str, Any]]:
+    """Constraint accuracy per label, pooled over samples."""
+    pooled: dict[str, dict[str, list]] = {}
+    for row, samples in zip(benchmark.rows, grid):
+        for j, c in enumerate(row.constraints):
+            entry = pooled.setdefault(key(c), {"n": [], "strict": [], "loose": []})
+            entry["n"].append(1)
+            for cells in samples:
+                entry["strict"].append(cells[j].strict)
+                entry["loose"].append(cells[j].loose)
+    out = {}
+    for label in sorted(pooled):
+        entry = pooled[label]
+        stats: dict[str, Any] = {"n": len(entry["n"]), "acc": _mean(entry["strict"]),
+                                 "unjudged": sum(v is None for v in entry["strict"])}
+        if benchmark.has_loose:
+            stats["loose_acc"] = _mean(entry["loose"])
+        out[label] = stats
+    return out
+
+
+def _group_breakdown(benchmark: Benchmark, grid) -> dict[str, dict[str, dict[str, Any]]]:
+    """ILA and CLA per value of each row group (e.g. MulDimIF pattern and difficulty), pooled over samples."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for name in benchmark.group_names:
+        members: dict[str, list[int]] = {}
+        for r, row in enumerate(benchmark.rows):
+            if name in row.groups:
+                members.setdefault(row.groups[name], []).append(r)
+        out[name] = {
+            value: {
+                "rows": len(indices),
+                "ila": _mean(_row_pass(cells, "strict") for r in indices for cells in grid[r]),
+                "cla": _mean(_row_fraction(cells, "strict") for r in indices for cells in grid[r]),
+            }
+            for value, indices in sorted(members.items())
+        }
+    return out
+
+
+def _pass_at_k(grid, num_samples: int, mode: str, ks: Sequence[int]) -> dict[str, float | None]:
+    counts = []
+    for samples in grid:
+        passes = [_row_pass(cells, mode) for cells in samples]
+        if all(p is None for p in passes):
+            continue  # a row with only unjudged constraints
+        counts.append(sum(bool(p) for p in passes))
+    return {str(k): (_mean(pass_at_k(num_samples, c, k) for c in counts) if counts else None) for k in ks}
+
+
+def evaluate(benchmark: Benchmark, responses: ResponseSet | Mapping[str, str | Sequence[str]], *,
+             judge: Judge | None = None, allow_unknown: bool = False, num_samples: int | None = None,
+             ks: Sequence[int] | None = None, include_rows: bool = True) -> dict[str, Any]:
+    """Score ``responses`` on ``benchmark``: every figure, the issues found, and the per-row verdicts.
+
+    Args:
+        benchmark: from `hir_trl.evaluation.load_benchmark`.
+        responses: a `ResponseSet` (`read_responses`), or ``{prompt: response}`` / ``{prompt: [responses]}``.
+        judge: judges soft constraints (and unparseable MulDimIF requirements); see `hir_trl.rewards.Judge`.
+            Without one they are reported as unjudged and left out of the figures.
+        allow_unknown: count constraints with an unknown instruction id as failures instead of raising.
+        num_samples: samples per prompt S; default: the most responses any prompt of the benchmark has (at
+            least 1). A prompt with fewer than S responses fails its constraints in the missing runs.
+        ks: pass@k budgets (each <= S); default `default_ks`.
+        include_rows: put the per-row verdicts in the result (``"rows"``).
+
+    Returns:
+        The benchmark's report (a JSON-ready dict): ``metrics`` (mean, std and per-sample values of each
+        figure), ``headline``, ``pass_at_k``, ``by_instruction``, ``by_category``, ``by_group``, ``issues``,
+        ``rows``. Accuracies are fractions in [0, 1].
+
+    Raises:
+        UnknownInstructionError: a row names an unknown instruction id and ``allow_unknown`` is False.
+        hir_trl.judge.JudgeError: the judge failed with ``failure_policy="raise"``.
+    """
+    if not isinstance(responses, ResponseSet):
+        responses = ResponseSet.from_mapping(responses)
+    if not allow_unknown:
+        check_known([benchmark])
+    counts = [len(responses.get(row.prompt)) for row in benchmark.rows]
+    if num_samples is None:
+        num_samples = max(1, max(counts, default=0))
+    if num_samples < 1:
+        raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+    ks = list(ks) if ks is not None else default_ks(num_samples)
+    bad_ks = [k for k in ks if not 1 <= k <= num_samples]
+    if bad_ks:
+        raise ValueError(f"pass@k budgets must be between 1 and the number of samples ({num_samples}): {bad_ks}")
+
+    grid = _verdict_grid(benchmark, responses, num_samples, judge)
+
+    specs = _metric_specs(benchmark)
+    metrics = {}
+    for name, (mode, aggregation) in specs.items():
+        per_sample = [_aggregate([grid[r][s] for r in range(len(grid))], mode, aggregation)
+                      for s in range(num_samples)]
+        metrics[name] = _mean_std(per_sample)
+    headline = HEADLINE[benchmark.format]
+    prompt_metrics = [name for name, (_, aggregation) in specs.items() if aggregation == "prompt"]
+    pass_k = {name: _pass_at_k(grid, num_samples, specs[name][0], ks) for name in prompt_metrics}
+
+    issues = _issues(benchmark, grid, counts, num_samples)
+    report: dict[str, Any] = {
+        "name": benchmark.name,
+        "format": benchmark.format,
+        "path": benchmark.path,
+        "num_rows": len(benchmark.rows),
+        "num_constraints": sum(len(row.constraints) for row in benchmark.rows),
+        "num_samples": num_samples,
+        "rows_scored": sum(any(_row_pass(grid[r][s], "strict") is not None for s in range(num_samples))
+                           for r in range(len(grid))),
+        "headline": {"metric": headline, **{k: metrics[headline][k] for k in ("mean", "std")}},
+        "metrics": metrics,
+        "pass_at_k": pass_k,
+        "by_instruction": _breakdown(benchmark, grid, lambda c: c.label),
+        "by_category": _breakdown(benchmark, grid, lambda c: c.category),
+        "by_group": _group_breakdown(benchmark, grid),
+        "issues": issues,
+    }
+    if include_rows:
+        report["rows"] = [_row_record(benchmark, row, samples, responses) for row, samples in
+                          zip(benchmark.rows, grid)]
+    return report
+
+
+def _issues(benchmark: Benchmark, grid, counts: Sequence[int], num_samples: int) -> dict[str, Any]:
+    rows = benchmark.rows
+    checker_errors, judge_errors = [], []
+    for row, samples in zip(rows, grid):
+        for s, cells in enumerate(samples):
+            for c, cell in zip(row.constraints, cells):
+                if cell.error is None or cell.source == "unknown":
+                    continue
+                entry = {"key": row.key, "sample": s, "instruction_id": c.label, "error": cell.error}
+                (judge_errors if cell.source == "judge" else checker_errors).append(entry)
+    unjudged = [(row, c) for row, samples in zip(rows, grid) for j, c in enumerate(row.constraints)
+                if samples and samples[0][j].strict is None]
+    return {
+        "missing_responses": [{"key": row.key, "prompt": _snippet(row.prompt, 100)}
+                              for row, n in zip(rows, counts) if n == 0],
+        "incomplete_responses": [{"key": row.key, "responses": n} for row, n in zip(rows, counts)
+                                 if 0 < n < num_samples],
+        "extra_responses": [{"key": row.key, "responses": n} for row, n in zip(rows, counts) if n > num_samples],
+        "unknown_instructions": [{"key": row.key, "instruction_id": c.instruction_id} for row in rows
+                                 for c in row.constraints if c.status == "unknown"],
+        "unverifiable": [{"key": row.key, "instruction_id": c.instruction_id, "problem": c.problem}
+                         for row in rows for c in row.constraints if c.status == "unverifiable"],
+        "unjudged": {"constraints": len(unjudged),
+                     "soft": sum(c.kind == "soft" for _, c in unjudged),
+                     "unverifiable": sum(c.status == "unverifiable" for _, c in unjudged),
+                     "rows_without_scored_constraints": len(rows) - sum(
+                         any(_row_pass(cells, "strict") is not None for cells in samples) for samples in grid)},
+        "checker_errors": checker_errors,
+        "judge_errors": judge_errors,
+    }
+
+
+def _row_record(benchmark: Benchmark, row, samples, responses: ResponseSet) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "key": row.key,
+        "prompt": row.prompt,
+        "constraints": [{"instruction_id": c.instruction_id, "family": c.family, "category": c.category,
+                         "kind": c.kind, "status": c.status, **({"text": c.text} if c.text else {})}
+                        for c in row.constraints],
+        "num_responses": len(responses.get(row.prompt)),
+        "samples": [],
+    }
+    if row.groups:
+        record["groups"] = dict(row.groups)
+    n = len(responses.get(row.prompt))
+    for s, cells in enumerate(samples):
+        entry: dict[str, Any] = {"missing": s >= n, "strict": [c.strict for c in cells],
+                                 "follow_all_strict": _row_pass(cells, "strict")}
+        if benchmark.has_loose:
+            entry["loose"] = [c.loose for c in cells]
+            entry["follow_all_loose"] = _row_pass(cells, "loose")
+        errors = {str(j): c.error for j, c in enumerate(cells) if c.error}
+        if errors:
+            entry["errors"] = errors
+        judged = [j for j, c in enumerate(cells) if c.source == "judge"]
+        if judged:
+            entry["judged"] = judged
+        record["samples"].append(entry)
+    return record
+
+
+# ----------------------------------------------------------------------------------------------- runs
+
+
+def score(benchmarks: Sequence[Benchmark],
+          responses: ResponseSet | Mapping[str, str | Sequence[str]] | None = None, *,
+          responses_by_benchmark: Mapping[str, ResponseSet] | None = None, judge: Judge | None = None,
+          allow_unknown: bool = False, num_samples: int | None = None, ks: Sequence[int] | None = None,
+          run_name: str | None = None, generation: Mapping[str, Any] | None = None,
+          include_rows: bool = True) -> dict[str, Any]:
+    """Score one run (a set of responses) on several benchmarks: the full report JSON.
+
+    Args:
+        benchmarks: the benchmarks, with unique names.
+        responses: responses shared by all benchmarks (matched by prompt text).
+        responses_by_benchmark: benchmark name -> its own responses (overrides ``responses``).
+        judge, allow_unknown, num_samples, ks, include_rows: see `evaluate`.
+        run_name: the run's name in the report (and in ``--compare`` tables).
+        generation: the generation settings, recorded as they are.
+
+    Returns:
+        ``{"report_version", "run_name", "created", "sentence_backend", "sentence_backend_note", "judge",
+        "responses", "generation", "unmatched_responses", "benchmarks": {name: evaluate(...)}}``. Every
+        unknown instruction id of every benchmark is checked before anything is scored.
+    """
+    names = [b.name for b in benchmarks]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"benchmark names must be unique, got {duplicates} twice; name them NAME=PATH")
+    shared = responses if isinstance(responses, ResponseSet) else ResponseSet.from_mapping(responses or {})
+    per = {b.name: (responses_by_benchmark or {}).get(b.name, shared) for b in benchmarks}
+    if not allow_unknown:
+        check_known(benchmarks)
+    results = {b.name: evaluate(b, per[b.name], judge=judge, allow_unknown=allow_unknown, num_samples=num_samples,
+                                ks=ks, include_rows=include_rows) for b in benchmarks}
+    known = {row.prompt for b in benchmarks for row in b.rows}
+    sets = list({id(s): s for s in per.values()}.values()) or [shared]
+    unmatched = list(dict.fromkeys(p for s in sets for p in s.by_prompt if p not in known))
+    sources = list(dict.fromkeys(src for s in sets for src in s.sources))
+    backend = sentence_backend()
+    return {
+        "report_version": REPORT_VERSION,
+        "run_name": run_name,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "sentence_backend": backend,
+        "sentence_backend_note": SENTENCE_BACKEND_NOTES[backend],
+        "judge": None if judge is None else _judge_name(judge),
+        "responses": sources,
+        "generation": dict(generation) if generation else None,
+        "unmatched_responses": {"count": len(unmatched), "prompts": [_snippet(p, 100) for p in unmatched[:20]]},
+        "benchmarks": results,
+    }
+
+
+def _judge_name(judge: Any) -> str:
+    model = getattr(judge, "model", None)
+    return f"{type(judge).__name__}({model})" if model else getattr(judge, "__name__", type(judge).__name__)
+
+
+__all__ = [
+    "HEADLINE",
+    "METRIC_LABELS",
+    "REPORT_VERSION",
+    "Cell",
+    "Judge",
+    "ResponseSet",
+    "check_known",
+    "ResponsesFormatError",
+    "UnknownInstructionError",
+    "default_ks",
+    "evaluate",
+    "pass_at_k",
+    "read_responses",
+    "score",
+]
