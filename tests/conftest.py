@@ -39,3 +39,16 @@ def tiny_model_path(tmp_path_factory, sample_dataset):
     texts = [m["content"] for row in sample_dataset for m in row["prompt"]]
     texts += [c["text"] for row in sample_dataset for c in row["constraints"]]
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), texts, vocab_size=1024)
+
+
+def require(module: str):
+    """Import a test-only oracle or optional dependency (lm-eval, matplotlib, ...).
+
+    Outside CI a missing one skips the test with the reason; under CI (``CI`` set, as `.ci/run` runs) it is an
+    error, because the dev extra installs them and a skip would hide a broken install.
+    """
+    import importlib
+
+    if os.environ.get("CI"):
+        return importlib.import_module(module)
+    return pytest.importorskip(module)

@@ -40,7 +40,7 @@ from hir_trl.evaluation.generation import choose_backend
 from hir_trl.verifiers import Verdict, sentence_backend
 from hir_trl.verifiers.text import split_sentences
 
-from .conftest import shared_file
+from .conftest import require, shared_file
 from .verifiers.test_ifeval import _punkt_available, generate_text, oracle_is_deterministic, targeted_responses
 
 IFEVAL = "ifeval/input_data.jsonl"
@@ -410,7 +410,7 @@ def lm():
         # lm-eval tries nltk.download("punkt_tab") at import; there is no network (and NLTK's downloader may hold
         # a stream captured by an earlier test), so the attempt is skipped.
         patch.setattr(nltk, "download", lambda *args, **kwargs: False)
-        utils = pytest.importorskip("lm_eval.tasks.ifeval.utils")
+        utils = require("lm_eval.tasks.ifeval.utils")
         instructions_util = importlib.import_module("lm_eval.tasks.ifeval.instructions_util")
     langdetect.DetectorFactory.seed = 0
     with pytest.MonkeyPatch.context() as patch:
@@ -622,7 +622,7 @@ def test_compare_merges_reports_of_one_run():
 
 
 def test_plot_png_of_per_category_accuracy(tmp_path, capsys, two_rows):
-    pytest.importorskip("matplotlib")
+    require("matplotlib")
     bench, samples = two_rows
     responses = write_jsonl(tmp_path / "r.jsonl", [{"prompt": p, "response": r} for p, rs in samples.items()
                                                    for r in rs])

@@ -32,6 +32,8 @@ from hir_trl.verifiers import ifeval, verify_constraint
 from hir_trl.verifiers.base import Checker
 from hir_trl.verifiers.text import count_sentences, count_words, sentence_backend, split_sentences
 
+from ..conftest import require
+
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 IFEVAL_DATA = SHARED_DATA / "ifeval" / "input_data.jsonl"
 
@@ -139,7 +141,7 @@ def rows() -> list[dict]:
 @pytest.fixture(scope="module")
 def lm():
     """lm-eval's official IFEval code, the test oracle (seeded langdetect; see the module docstring)."""
-    registry = pytest.importorskip("lm_eval.tasks.ifeval.instructions_registry")
+    registry = require("lm_eval.tasks.ifeval.instructions_registry")
     utils = importlib.import_module("lm_eval.tasks.ifeval.utils")
     import langdetect
     import nltk.tokenize
