@@ -25,8 +25,8 @@ from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import nanstd, pad
 
 from .configs import HiRConfig
-from .replay import allocate_shortfall, curriculum_lambda, hindsight_instruction, hindsight_messages, select_replays
 from .judge import build_judge, has_soft_constraints
+from .replay import allocate_shortfall, curriculum_lambda, hindsight_instruction, hindsight_messages, select_replays
 from .rewards import ConstraintReward, Judge, VerdictMatrix, completion_text, instruction_text
 from .verifiers import sentence_backend
 

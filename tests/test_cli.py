@@ -108,7 +108,7 @@ def test_paper_recipes_use_appendix_a_hyperparameters(model):
     for variant in ("hir", "rl_ir", "rl_cr", "random_replay"):
         recipe = REPO_ROOT / "recipes" / model / variant / "config_paper.yaml"
         parsed[variant] = make_train_parser().parse_args_and_config(["--config", str(recipe), "--bf16", "false"])
-    for variant, (script_args, args, model_args) in parsed.items():
+    for script_args, args, model_args in parsed.values():
         assert model_args.model_name_or_path == PAPER_MODELS[model]
         assert script_args.dataset_name == "sastpg/HIR-16K"
         assert args.num_generations + args.num_replays == 8  # rollout_n = 8
