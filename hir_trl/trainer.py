@@ -231,6 +231,13 @@ class HiRTrainer(GRPOTrainer):
         if not hir:
             output = super()._generate_and_score_completions(inputs)
             self._log_judge_metrics()
+            if any(column in self._logs["extra"] for column in _LOG_COLUMNS):
+                # keep HiR's completion-log columns as long as TRL's (e.g. evaluation batches during HiR training)
+                row_ids = gather_object([str(x.get("row_id")) for x in inputs])
+                self._logs["extra"]["row_id"].extend(row_ids)
+                self._logs["extra"]["hindsight"].extend([False] * len(row_ids))
+                self._logs["extra"]["supplementary"].extend([False] * len(row_ids))
+                self._logs["extra"]["kept_constraints"].extend([None] * len(row_ids))
             return output
         self._hir_capture = {"share_old_pass": args.num_replays > 0 and self._trl_computes_old_logps()}
         try:

@@ -221,3 +221,21 @@ def test_config_validation_and_paper_defaults(tmp_path):
                       "reward_mode", "num_generations"):
             assert f.metadata.get("help"), f.name
     json.dumps(args.to_dict())  # serialisable for the Hub / checkpoints
+
+
+def test_evaluation_during_hir_training_keeps_the_completion_log_aligned(tmp_path, tiny_model_path, sample_dataset):
+    """Eval batches have no replays; the completion table (written at every log) must still have equal columns."""
+    trainer = HiRTrainer(model=str(tiny_model_path),
+                         args=make_args(tmp_path, max_steps=2, eval_strategy="steps", eval_steps=1,
+                                        per_device_eval_batch_size=6, log_completions=True,
+                                        num_completions_to_print=0),
+                         train_dataset=sample_dataset, eval_dataset=sample_dataset.select(range(2)))
+    trainer.train()
+    import pandas as pd
+
+    tables = sorted((tmp_path / "out" / "completions").glob("*.parquet"))
+    assert tables
+    for path in tables:
+        table = pd.read_parquet(path)
+        assert table["row_id"].notna().all() and len(table) > 0
+    assert any("eval_reward/ila" in h for h in trainer.state.log_history)
