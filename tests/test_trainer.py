@@ -233,9 +233,12 @@ def test_evaluation_during_hir_training_keeps_the_completion_log_aligned(tmp_pat
     trainer.train()
     import pandas as pd
 
-    tables = sorted((tmp_path / "out" / "completions").glob("*.parquet"))
-    assert tables
-    for path in tables:
-        table = pd.read_parquet(path)
-        assert table["row_id"].notna().all() and len(table) > 0
+    # the eval log of step 1 overwrites the training table of step 1: its newest rows are the eval rows (the
+    # first 2 rows of the sample), which must be labelled as such, not with stale training labels
+    table = pd.read_parquet(tmp_path / "out" / "completions" / "completions_00001.parquet")
+    eval_rows = table.tail(2 * 6)
+    prompts = {sample_dataset[i]["row_id"]: sample_dataset[i]["prompt"][-1]["content"] for i in range(2)}
+    for _, row in eval_rows.iterrows():
+        assert row["row_id"] in prompts and row["prompt"][-1]["content"] == prompts[row["row_id"]]
+        assert not row["hindsight"] and not row["supplementary"]
     assert any("eval_reward/ila" in h for h in trainer.state.log_history)
