@@ -1,0 +1,165 @@
+"""Per-step cost instrumentation of a `HiRTrainer` from the outside (no hook in the trainer is needed).
+
+`StepProfiler.attach(trainer)` wraps bound methods on the trainer instance with timers that keep *self* time
+(a region's time minus the time of timed regions nested in it), so every second of a step lands in exactly one
+bucket:
+
+================== ===============================================================================================
+bucket             what it times
+================== ===============================================================================================
+``generation``     ``_generate_single_turn``: sampling (HF ``generate`` or vLLM), supplementary samples included
+``verification``   ``_calculate_rewards``: `ConstraintReward` (each constraint checked once) and TRL's reward code
+``nograd_pass``    ``_get_per_token_logps_and_entropies`` under ``torch.no_grad``: HiR's entropy / old-log-prob pass
+                   (``_policy_pass``), TRL's own old-log-prob pass when it runs one, reference passes
+``selection``      ``_complete_groups`` self time: Algorithm 1 selection, the q' rewrite and re-tokenisation,
+                   batch assembly, HiR's advantages and logging (HiR only)
+``trl_scoring``    ``_generate_and_score_completions`` self time: TRL's prompt tokenisation, decoding, padding,
+                   advantages, metrics (every method)
+``optimizer``      the rest of the optimizer step: loss forward with grad, backward, clipping, ``optimizer.step``
+================== ===============================================================================================
+
+``step`` is the wall time from ``on_step_begin`` to ``on_step_end`` (TrainerCallback), i.e. one optimizer step
+including generation; held-out evaluation runs after it and is not counted. Generated tokens are counted from the
+completion ids ``_generate_single_turn`` returns (EOS included, as ``completion_mask`` counts them). Peak memory:
+on CUDA ``torch.cuda.max_memory_allocated`` per step (stats reset at each step begin); on CPU the process's peak
+resident set size during the step, sampled every 5 ms by a thread (it includes the ~0.6 GiB of Python, torch and
+transformers, and memory glibc keeps after frees, so only differences between methods are telling).
+"""
+
+from __future__ import annotations
+
+import resource
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+import torch
+from transformers import TrainerCallback
+
+BUCKETS = ("generation", "verification", "nograd_pass", "selection", "trl_scoring", "optimizer")
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * resource.getpagesize()
+
+
+class _RssSampler:
+    """Peak RSS over an interval, sampled by a daemon thread."""
+
+    def __init__(self, interval: float = 0.005) -> None:
+        self.interval, self.peak, self._stop = interval, 0, threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.peak = _rss_bytes()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.peak = max(self.peak, _rss_bytes())
+
+    def stop(self) -> int:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.peak = max(self.peak, _rss_bytes())
+        return self.peak
+
+
+class StepProfiler(TrainerCallback):
+    """Times the parts of every optimizer step and counts generated tokens; see the module docstring.
+
+    Attributes:
+        steps: one dict per optimizer step: ``step``, ``step_seconds``, each bucket in `BUCKETS` (seconds),
+            ``generated_tokens``, ``generated_sequences``, ``peak_memory_mb``.
+    """
+
+    def __init__(self, device: str = "cpu") -> None:
+        self.cuda = device.startswith("cuda")
+        self.steps: list[dict[str, Any]] = []
+        self._stack: list[list[float]] = []
+        self._current: dict[str, float] = defaultdict(float)
+        self._step_start = 0.0
+        self._rss = _RssSampler()
+
+    # ---------------------------------------------------------------- wrapping
+    def attach(self, trainer) -> StepProfiler:
+        self._wrap(trainer, "_generate_single_turn", lambda *a, **k: "generation", count=True)
+        self._wrap(trainer, "_calculate_rewards", lambda *a, **k: "verification")
+        self._wrap(trainer, "_get_per_token_logps_and_entropies",
+                   lambda *a, **k: None if torch.is_grad_enabled() else "nograd_pass")
+        self._wrap(trainer, "_generate_and_score_completions", lambda *a, **k: "trl_scoring")
+        if hasattr(trainer, "_complete_groups"):
+            self._wrap(trainer, "_complete_groups", lambda *a, **k: "selection")
+        trainer.add_callback(self)
+        return self
+
+    def _sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def _wrap(self, trainer, name: str, bucket_of, count: bool = False) -> None:
+        original = getattr(trainer, name)
+        profiler = self
+
+        def timed(*args, **kwargs):
+            bucket = bucket_of(*args, **kwargs)
+            if bucket is None:  # e.g. the loss forward: part of "optimizer"
+                return original(*args, **kwargs)
+            profiler._sync()
+            frame = [time.perf_counter(), 0.0]
+            profiler._stack.append(frame)
+            try:
+                result = original(*args, **kwargs)
+            finally:
+                profiler._sync()
+                elapsed = time.perf_counter() - frame[0]
+                profiler._stack.pop()
+                profiler._current[bucket] += elapsed - frame[1]
+                if profiler._stack:
+                    profiler._stack[-1][1] += elapsed
+                else:
+                    profiler._current["_scoring_inclusive"] += elapsed
+            if count:
+                completion_ids = result[0]
+                profiler._current["generated_tokens"] += sum(len(c) for c in completion_ids)
+                profiler._current["generated_sequences"] += len(completion_ids)
+            return result
+
+        setattr(trainer, name, timed)
+
+    # ---------------------------------------------------------------- callback
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._current = defaultdict(float)
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats()
+        else:
+            self._rss.start()
+        self._sync()
+        self._step_start = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self._sync()
+        total = time.perf_counter() - self._step_start
+        if self.cuda:
+            peak = torch.cuda.max_memory_allocated() / 2**20
+        else:
+            peak = self._rss.stop() / 2**20
+        cur = self._current
+        record = {"step": state.global_step, "step_seconds": total}
+        for bucket in BUCKETS[:-1]:
+            record[bucket] = cur.get(bucket, 0.0)
+        # Everything outside generation-and-scoring: loss forward, backward, clipping, optimizer.step.
+        record["optimizer"] = max(0.0, total - cur.get("_scoring_inclusive", 0.0))
+        record["generated_tokens"] = int(cur.get("generated_tokens", 0))
+        record["generated_sequences"] = int(cur.get("generated_sequences", 0))
+        record["peak_memory_mb"] = peak
+        self.steps.append(record)
+
+    @staticmethod
+    def max_rss_mb() -> float:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -1,0 +1,322 @@
+"""Learning-speed and per-step-cost benchmark: HiR vs random replay vs RL-IR vs RL-CR on the synthetic task.
+
+Every method is `hir_trl.HiRTrainer` started from the same cached SFT checkpoint (`benchmarks.learning.task`), with
+the same training prompts in the same order (TRL's sampler, seeded by the run seed), the same number of training
+prompts and the same number of trained rows per group (m + k):
+
+============== ============================================================================================
+method         HiRConfig
+============== ============================================================================================
+``hir``        ``num_generations=m, num_replays=k, replay_selection="curriculum", reward_mode="ila"``
+``random``     ``num_generations=m, num_replays=k, replay_selection="random", reward_mode="ila"``
+``rl_ir``      ``num_generations=m+k, num_replays=0, reward_mode="ila"`` (plain GRPO, binary reward)
+``rl_cr``      ``num_generations=m+k, num_replays=0, reward_mode="cla"`` (plain GRPO, constraint-average reward)
+============== ============================================================================================
+
+All use ``advantage_estimator="grpo"`` (TRL's group baseline and std scaling), ``beta=0``, temperature 1.0, a
+constant learning rate and one optimizer step per generation batch. Held-out ILA/CLA and per-constraint-type
+accuracy are measured every ``--eval-every`` steps by sampling (temperature ``--eval-temperature``) one response per
+held-out prompt, under a fixed seed (the same random numbers at every evaluation point and for every method).
+
+Each (method, seed) runs in its own subprocess (``--jobs`` at a time, ``--threads`` torch threads each), so its
+peak memory is its own. ``benchmarks/learning/report.py`` turns the per-run JSON files into the markdown table and
+the plots.
+
+Usage (from the repository root)::
+
+    python -m benchmarks.learning.run                      # the default configuration (see README)
+    python -m benchmarks.learning.run --preset toy         # a minute-long smoke run
+    python -m benchmarks.learning.run --device cuda --jobs 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from benchmarks.learning.task import CACHE_ROOT, FAMILIES, TaskConfig, ensure_sft_model, read_jsonl  # noqa: E402
+
+METHODS = ("hir", "random", "rl_ir", "rl_cr")
+METHOD_LABELS = {"hir": "HiR", "random": "Random replay", "rl_ir": "RL-IR", "rl_cr": "RL-CR"}
+DEFAULT_RESULTS = REPO_ROOT / "benchmarks" / "results"
+
+
+@dataclasses.dataclass
+class BenchConfig:
+    """The RL part of the benchmark (the task and SFT model are `TaskConfig`)."""
+
+    methods: tuple[str, ...] = METHODS
+    seeds: tuple[int, ...] = (0, 1, 2)
+    prompts: int = 512               # training prompts per run (the budget)
+    prompts_per_step: int = 4        # instructions per optimizer step
+    m: int = 6                       # sampled completions per instruction (HiR)
+    k: int = 2                       # hindsight replays per group (HiR); baselines sample m + k
+    learning_rate: float = 2e-4
+    max_completion_length: int = 80
+    temperature: float = 1.0
+    lambda_0: float = 2.0
+    eta: float = 0.05
+    eval_every: int = 16             # optimizer steps between held-out evaluations
+    eval_prompts: int = 128
+    eval_samples: int = 2
+    eval_temperature: float = 1.0
+    device: str = "cpu"
+    jobs: int = 2
+    threads: int = 1
+    extra: str = ""                  # JSON object of HiRConfig overrides applied to every method (ablations)
+
+    @property
+    def steps(self) -> int:
+        return self.prompts // self.prompts_per_step
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "default": {},
+    # A smoke run (the test suite's): a smaller SFT model and 3 steps per method, one seed.
+    "toy": {"bench": {"seeds": (0,), "prompts": 6, "prompts_per_step": 2, "eval_every": 3, "eval_prompts": 8,
+                      "max_completion_length": 48, "jobs": 1},
+            "task": {"num_rl_prompts": 32, "num_eval_prompts": 8, "num_sft_examples": 96, "hidden_size": 64,
+                     "intermediate_size": 128, "num_layers": 2, "sft_epochs": 1}},
+}
+
+
+# ================================================================================================ worker
+
+
+class HeldOutEval:
+    """TrainerCallback: held-out ILA / CLA / per-family accuracy at step 0 and every ``every`` steps."""
+
+    def __init__(self, rows, bench: BenchConfig, profiler, tokenizer):
+        from transformers import TrainerCallback
+
+        self.rows, self.bench, self.profiler, self.tokenizer = rows, bench, profiler, tokenizer
+        self.records: list[dict[str, Any]] = []
+        outer = self
+
+        class _Callback(TrainerCallback):
+            def on_train_begin(self, args, state, control, model=None, **kwargs):
+                outer.evaluate(model, 0)
+
+            def on_step_end(self, args, state, control, model=None, **kwargs):
+                step = state.global_step
+                if step % outer.bench.eval_every == 0 or step == state.max_steps:
+                    outer.evaluate(model, step)
+
+        self.callback = _Callback()
+
+    def evaluate(self, model, step: int) -> None:
+        from benchmarks.learning.task import sample_responses, score_responses
+
+        if self.records and self.records[-1]["step"] == step:
+            return
+        start = time.perf_counter()
+        rows, responses = sample_responses(model, self.tokenizer, self.rows, samples=self.bench.eval_samples,
+                                           temperature=self.bench.eval_temperature,
+                                           max_new_tokens=self.bench.max_completion_length)
+        scores = score_responses(rows, responses)
+        train_seconds = sum(s["step_seconds"] for s in self.profiler.steps)
+        self.records.append({"step": step, "prompts": step * self.bench.prompts_per_step,
+                             "train_seconds": train_seconds, "eval_seconds": time.perf_counter() - start,
+                             **scores, "example": responses[0]})
+
+
+def method_overrides(method: str, bench: BenchConfig) -> dict[str, Any]:
+    m, k = bench.m, bench.k
+    if method == "hir":
+        return dict(num_generations=m, num_replays=k, replay_selection="curriculum", reward_mode="ila")
+    if method == "random":
+        return dict(num_generations=m, num_replays=k, replay_selection="random", reward_mode="ila")
+    if method == "rl_ir":
+        return dict(num_generations=m + k, num_replays=0, reward_mode="ila")
+    if method == "rl_cr":
+        return dict(num_generations=m + k, num_replays=0, reward_mode="cla")
+    raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")
+
+
+def run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_path: Path) -> None:
+    """One training run; writes its JSON record to ``out_path``."""
+    import logging
+    import warnings
+
+    import torch
+
+    torch.set_num_threads(bench.threads)
+    warnings.filterwarnings("ignore")
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    from transformers import AutoTokenizer
+
+    from benchmarks.learning.profiling import StepProfiler
+    from hir_trl import HiRConfig, HiRTrainer, load_hir_dataset
+
+    wall_start = time.perf_counter()
+    cuda = bench.device.startswith("cuda")
+    overrides = method_overrides(method, bench)
+    dataset = load_hir_dataset(task_dir / "rl_prompts.jsonl")
+    eval_rows = read_jsonl(task_dir / "eval_rows.jsonl")[: bench.eval_prompts]
+    with tempfile.TemporaryDirectory(prefix=f"hir-bench-{method}-{seed}-") as tmp:
+        args = HiRConfig(
+            output_dir=tmp, seed=seed, max_steps=bench.steps,
+            per_device_train_batch_size=bench.prompts_per_step * overrides["num_generations"],
+            gradient_accumulation_steps=1, learning_rate=bench.learning_rate, lr_scheduler_type="constant",
+            warmup_steps=0, max_completion_length=bench.max_completion_length, temperature=bench.temperature,
+            beta=0.0, advantage_estimator="grpo", lambda_0=bench.lambda_0, eta=bench.eta,
+            use_cpu=not cuda, bf16=cuda, gradient_checkpointing=False, logging_steps=1, save_strategy="no",
+            report_to="none", disable_tqdm=True, log_completions=False, judge_model="", dataloader_num_workers=0,
+            **{**overrides, **(json.loads(bench.extra) if bench.extra else {})})
+        trainer = HiRTrainer(model=str(task_dir / "model"), args=args, train_dataset=dataset)
+        tokenizer = AutoTokenizer.from_pretrained(task_dir / "model")
+        profiler = StepProfiler(bench.device).attach(trainer)
+        evaluator = HeldOutEval(eval_rows, bench, profiler, tokenizer)
+        trainer.add_callback(evaluator.callback)
+        trainer.train()
+        keep = ("reward/ila", "reward/cla", "hir/generated_tokens", "hir/supplementary_samples",
+                "hir/filler_samples", "hir/replayed_rows", "hir/replayed_fraction", "hir/rows_per_group",
+                "hir/groups_all_failed", "hir/lambda", "hir/replay_integrity_mean", "completions/mean_length",
+                "step_time", "loss", "entropy")
+        logs = [{"step": e["step"], **{k: e[k] for k in keep if k in e}} for e in trainer.state.log_history
+                if "loss" in e or "reward/ila" in e]
+    record = {
+        "method": method, "seed": seed, "bench": dataclasses.asdict(bench), "overrides": overrides,
+        "evals": evaluator.records, "steps": profiler.steps, "logs": logs,
+        "max_rss_mb": StepProfiler.max_rss_mb(),
+        "cuda_max_memory_mb": torch.cuda.max_memory_allocated() / 2**20 if cuda else None,
+        "wall_seconds": time.perf_counter() - wall_start,
+        "torch_threads": torch.get_num_threads(),
+    }
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(json.dumps(record))
+
+
+# ================================================================================================ driver
+
+
+def _launch(method: str, seed: int, bench: BenchConfig, task_dir: Path, runs_dir: Path, log) -> Path:
+    out = runs_dir / f"{method}-seed{seed}.json"
+    env = dict(os.environ, OMP_NUM_THREADS=str(bench.threads), MKL_NUM_THREADS=str(bench.threads),
+               TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1", PYTHONWARNINGS="ignore")
+    cmd = [sys.executable, "-m", "benchmarks.learning.run", "--worker", method, str(seed), str(task_dir), str(out),
+           "--bench-json", json.dumps(dataclasses.asdict(bench))]
+    start = time.time()
+    log(f"  start {method} seed {seed}")
+    proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        (runs_dir / f"{method}-seed{seed}.log").write_text(proc.stdout + proc.stderr)
+        raise RuntimeError(f"{method} seed {seed} failed (rc {proc.returncode}):\n{proc.stderr[-3000:]}")
+    result = json.loads(out.read_text())
+    final = result["evals"][-1]
+    log(f"  done  {method} seed {seed}: held-out ILA {result['evals'][0]['ila']:.3f} -> {final['ila']:.3f}, "
+        f"CLA {final['cla']:.3f}; {time.time() - start:.0f}s")
+    return out
+
+
+def run_all(bench: BenchConfig, task: TaskConfig, results_dir: Path, cache_root: Path | None = None,
+            log=print) -> dict[str, Any]:
+    """SFT (cached), every (method, seed) run, then the report. Returns the report's summary dict."""
+    from benchmarks.learning.report import write_report
+
+    t0 = time.time()
+    task_dir = ensure_sft_model(task, root=cache_root, log=log, threads=bench.threads)
+    t_sft = time.time() - t0
+    meta = json.loads((task_dir / "meta.json").read_text())
+    log(f"SFT checkpoint {task_dir} (held-out ILA {meta['eval_sft_model']['ila']:.3f}, "
+        f"CLA {meta['eval_sft_model']['cla']:.3f})")
+    runs_dir = results_dir / "runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    for stale in runs_dir.glob("*.json"):
+        stale.unlink()
+    # HiR next to RL-IR (GRPO), random replay next to RL-CR: with 2 jobs, the two runs whose step costs are compared
+    # run at the same time, under the same outside load.
+    rank = {"hir": 0, "rl_ir": 1, "random": 2, "rl_cr": 3}
+    jobs = [(method, seed) for seed in bench.seeds for method in sorted(bench.methods, key=rank.get)]
+    t1 = time.time()
+    with ThreadPoolExecutor(max_workers=max(1, bench.jobs)) as pool:
+        paths = list(pool.map(lambda ms: _launch(ms[0], ms[1], bench, task_dir, runs_dir, log), jobs))
+    t_runs = time.time() - t1
+    runs = [json.loads(p.read_text()) for p in paths]
+    timing = {"sft_seconds": t_sft, "runs_seconds": t_runs, "total_seconds": time.time() - t0,
+              "sft_cached": t_sft < 5}
+    summary = write_report(runs, meta, bench, task, timing, results_dir)
+    log(f"report: {results_dir / 'results.md'} ({timing['total_seconds'] / 60:.1f} min in all)")
+    return summary
+
+
+def _parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, BenchConfig, TaskConfig]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", default="default", choices=sorted(PRESETS))
+    parser.add_argument("--results-dir", type=Path, default=None,
+                        help="where results.md, summary.json, the PNGs and runs/ go (default: benchmarks/results, "
+                             "or benchmarks/results-<preset> for a non-default preset)")
+    parser.add_argument("--cache-dir", type=Path, default=CACHE_ROOT, help="SFT checkpoint cache root")
+    for field in dataclasses.fields(BenchConfig):
+        flag = "--" + field.name.replace("_", "-")
+        if field.name in ("methods", "seeds"):
+            parser.add_argument(flag, type=str, default=None, help=f"comma-separated (default {field.default})")
+        else:
+            parser.add_argument(flag, type=type(field.default), default=None, help=f"default {field.default}")
+    parser.add_argument("--task-json", type=str, default=None, help="TaskConfig overrides as JSON")
+    parser.add_argument("--worker", nargs=4, metavar=("METHOD", "SEED", "TASK_DIR", "OUT"), help=argparse.SUPPRESS)
+    parser.add_argument("--bench-json", type=str, default=None, help=argparse.SUPPRESS)
+    ns = parser.parse_args(argv)
+
+    preset = PRESETS[ns.preset]
+    values = dict(preset.get("bench", {}))
+    if ns.bench_json:
+        values.update(json.loads(ns.bench_json))
+    for field in dataclasses.fields(BenchConfig):
+        given = getattr(ns, field.name)
+        if given is None:
+            continue
+        if field.name == "methods":
+            given = tuple(x for x in given.split(",") if x)
+        elif field.name == "seeds":
+            given = tuple(int(x) for x in given.split(",") if x)
+        values[field.name] = given
+    if "methods" in values:
+        values["methods"] = tuple(values["methods"])
+        unknown = set(values["methods"]) - set(METHODS)
+        if unknown:
+            parser.error(f"unknown methods {sorted(unknown)}; choose from {METHODS}")
+    if "seeds" in values:
+        values["seeds"] = tuple(values["seeds"])
+    if values.get("device", "cpu").startswith("cuda") and ns.jobs is None and "jobs" not in preset.get("bench", {}):
+        values.setdefault("jobs", 1)
+    bench = BenchConfig(**values)
+    task_values = dict(preset.get("task", {}))
+    if ns.task_json:
+        task_values.update(json.loads(ns.task_json))
+    task = TaskConfig(**task_values)
+    return ns, bench, task
+
+
+def main(argv: list[str] | None = None) -> None:
+    ns, bench, task = _parse(argv)
+    if ns.worker:
+        method, seed, task_dir, out = ns.worker
+        run_worker(method, int(seed), bench, Path(task_dir), Path(out))
+        return
+    results_dir = ns.results_dir or (DEFAULT_RESULTS if ns.preset == "default"
+                                     else DEFAULT_RESULTS.with_name(f"results-{ns.preset}"))
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    run_all(bench, task, results_dir, cache_root=ns.cache_dir,
+            log=lambda s: print(time.strftime("%H:%M:%S"), s, flush=True))
+
+
+if __name__ == "__main__":
+    main()
+
+
+__all__ = ["BenchConfig", "FAMILIES", "METHODS", "METHOD_LABELS", "PRESETS", "run_all", "run_worker"]
