@@ -159,7 +159,3 @@ class StepProfiler(TrainerCallback):
         record["generated_sequences"] = int(cur.get("generated_sequences", 0))
         record["peak_memory_mb"] = peak
         self.steps.append(record)
-
-    @staticmethod
-    def max_rss_mb() -> float:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

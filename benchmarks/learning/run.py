@@ -191,7 +191,6 @@ def run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_p
     record = {
         "method": method, "seed": seed, "bench": dataclasses.asdict(bench), "overrides": overrides,
         "evals": evaluator.records, "steps": profiler.steps, "logs": logs,
-        "max_rss_mb": StepProfiler.max_rss_mb(),
         "cuda_max_memory_mb": torch.cuda.max_memory_allocated() / 2**20 if cuda else None,
         "wall_seconds": time.perf_counter() - wall_start,
         "torch_threads": torch.get_num_threads(),

@@ -39,7 +39,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
 import random
 import time
 from collections.abc import Sequence
@@ -538,56 +537,62 @@ def ensure_sft_model(cfg: TaskConfig, root: Path | None = None, log=print, threa
     if (out / "meta.json").is_file():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(out) + ".lock"):
-        if (out / "meta.json").is_file():
-            return out
-        if threads:
-            torch.set_num_threads(threads)
-        t0 = time.time()
-        log(f"building task data ({cfg.key()}) ...")
-        data = build_data(cfg)
-        write_jsonl(out / "rl_prompts.jsonl", [to_native(r) for r in data["rl"]])
-        write_jsonl(out / "eval_prompts.jsonl", [to_native(r) for r in data["eval"]])
-        write_jsonl(out / "eval_rows.jsonl", data["eval"])
-        write_jsonl(out / "sft.jsonl", data["sft"])
-        t_data = time.time() - t0
-        log(f"  {len(data['sft'])} SFT examples, {len(data['rl'])} RL prompts, {len(data['eval'])} eval prompts "
-            f"({t_data:.0f}s)")
-
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        from hir_trl.tiny import build_tiny_model
-
-        texts = [ex["prompt"] for ex in data["sft"]] + [ex["response"] for ex in data["sft"]]
-        model_dir = out / "model"
-        build_tiny_model(model_dir, texts, vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size,
-                         num_hidden_layers=cfg.num_layers, num_attention_heads=cfg.num_heads,
-                         num_key_value_heads=cfg.num_kv_heads, intermediate_size=cfg.intermediate_size,
-                         max_position_embeddings=512, seed=cfg.seed)
-        tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-        params = sum(p.numel() for p in model.parameters())
-        log(f"  model: {params / 1e6:.2f}M parameters, vocabulary {len(tokenizer)}")
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(cfg.seed)
-            sft_stats = _sft(model, tokenizer, data["sft"], cfg, log)
-        model.save_pretrained(model_dir)
-        tokenizer.save_pretrained(model_dir)
-
-        rows, responses = sample_responses(model, tokenizer, data["eval"], samples=1)
-        scores = score_responses(rows, responses)
-        lengths = [len(tokenizer(r, add_special_tokens=False)["input_ids"]) for r in responses]
-        meta = {"config": dataclasses.asdict(cfg), "key": cfg.key(), "parameters": params,
-                "vocab_size": len(tokenizer), "sft": sft_stats, "data_seconds": t_data,
-                "eval_sft_model": scores, "eval_mean_response_tokens": sum(lengths) / len(lengths),
-                "eval_max_response_tokens": max(lengths), "total_seconds": time.time() - t0,
-                "example_responses": responses[:4]}
-        (out / "meta.json").write_text(json.dumps(meta, indent=2))
-        log(f"  SFT'd model on held-out prompts: ILA {scores['ila']:.3f} CLA {scores['cla']:.3f} "
-            f"(mean response {meta['eval_mean_response_tokens']:.0f} tokens); {meta['total_seconds']:.0f}s in all")
+    previous_threads = torch.get_num_threads()
+    try:
+        with FileLock(str(out) + ".lock"):
+            if (out / "meta.json").is_file():
+                return out
+            if threads:
+                torch.set_num_threads(threads)
+            _build(cfg, out, log)
+    finally:
+        torch.set_num_threads(previous_threads)
     return out
 
 
-def threads_from_env() -> int | None:
-    value = os.environ.get("HIR_BENCH_THREADS")
-    return int(value) if value else None
+def _build(cfg: TaskConfig, out: Path, log) -> None:
+    import torch
+
+    t0 = time.time()
+    log(f"building task data ({cfg.key()}) ...")
+    data = build_data(cfg)
+    write_jsonl(out / "rl_prompts.jsonl", [to_native(r) for r in data["rl"]])
+    write_jsonl(out / "eval_prompts.jsonl", [to_native(r) for r in data["eval"]])
+    write_jsonl(out / "eval_rows.jsonl", data["eval"])
+    write_jsonl(out / "sft.jsonl", data["sft"])
+    t_data = time.time() - t0
+    log(f"  {len(data['sft'])} SFT examples, {len(data['rl'])} RL prompts, {len(data['eval'])} eval prompts "
+        f"({t_data:.0f}s)")
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from hir_trl.tiny import build_tiny_model
+
+    texts = [ex["prompt"] for ex in data["sft"]] + [ex["response"] for ex in data["sft"]]
+    model_dir = out / "model"
+    build_tiny_model(model_dir, texts, vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size,
+                     num_hidden_layers=cfg.num_layers, num_attention_heads=cfg.num_heads,
+                     num_key_value_heads=cfg.num_kv_heads, intermediate_size=cfg.intermediate_size,
+                     max_position_embeddings=512, seed=cfg.seed)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    params = sum(p.numel() for p in model.parameters())
+    log(f"  model: {params / 1e6:.2f}M parameters, vocabulary {len(tokenizer)}")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        sft_stats = _sft(model, tokenizer, data["sft"], cfg, log)
+    model.save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+
+    rows, responses = sample_responses(model, tokenizer, data["eval"], samples=1)
+    scores = score_responses(rows, responses)
+    lengths = [len(tokenizer(r, add_special_tokens=False)["input_ids"]) for r in responses]
+    meta = {"config": dataclasses.asdict(cfg), "key": cfg.key(), "parameters": params,
+            "vocab_size": len(tokenizer), "sft": sft_stats, "data_seconds": t_data,
+            "eval_sft_model": scores, "eval_mean_response_tokens": sum(lengths) / len(lengths),
+            "eval_max_response_tokens": max(lengths), "total_seconds": time.time() - t0,
+            "example_responses": responses[:4]}
+    (out / "meta.json").write_text(json.dumps(meta, indent=2))
+    log(f"  SFT'd model on held-out prompts: ILA {scores['ila']:.3f} CLA {scores['cla']:.3f} "
+        f"(mean response {meta['eval_mean_response_tokens']:.0f} tokens); {meta['total_seconds']:.0f}s in all")
+
