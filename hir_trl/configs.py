@@ -42,6 +42,17 @@ class HiRConfig(GRPOConfig):
             ``"curriculum"``, ``"random"`` (paper Table 3 ablation), ``"integrity"`` or ``"diversity"``.
         advantage_estimator (`str`, defaults to `"grpo"`):
             ``"grpo"`` (TRL), ``"reinforce_pp"`` (paper: Reinforce++, Hu 2025) or ``"reinforce_pp_baseline"``.
+        replay_advantage (`str`, defaults to `"group"`):
+            How replays enter the advantages A (N,) (or (N, T) for the Reinforce++ estimators):
+            ``"group"`` (paper eq. "hir"): a replay is a row of its source's group with reward 1, and
+            ``advantage_estimator`` runs over the m + k rows. ``"paired"``: the estimator runs over the rows
+            sampled under q only (m samples plus supplementary samples: RL-IR's advantages), then each replay
+            row gets A = w * r' (r' its reward, 1 unless re-judged) and its source row gets A -= w * r'; the pair
+            then contributes w * r' * (grad log pi(y | q') - grad log pi(y | q)) to the policy gradient, which
+            cancels wherever the policy ignores the dropped constraints. ``"positive"``: as ``"paired"`` without
+            the source's -w * r'.
+        replay_weight (`float`, defaults to `1.0`):
+            w above, in the estimator's advantage units.
         kl_in_reward (`bool`, defaults to `False`):
             KL penalty (coefficient ``beta``) in the token rewards instead of the loss (released code).
         judge_model, judge_api_base, judge_api_key_env, judge_max_concurrency, judge_timeout, judge_max_retries,
@@ -116,6 +127,21 @@ class HiRConfig(GRPOConfig):
                   "Reinforce++ (outcome reward whitened over all valid tokens of the global batch, no group "
                   "baseline); 'reinforce_pp_baseline': group mean subtracted, then global whitening.",
                   "choices": ["grpo", "reinforce_pp", "reinforce_pp_baseline"]},
+    )
+    replay_advantage: str = field(
+        default="group",
+        metadata={"help": "How replays enter the advantages. 'group' (paper): a replay is one more row of its "
+                  "source's group, with reward 1, under advantage_estimator (with 'grpo', every failure of an "
+                  "all-failed group then gets a negative advantage). 'paired': the sampled rows get the "
+                  "estimator's advantages among themselves (exactly RL-IR's), and each replay (q', y) gets "
+                  "+replay_weight while its source (q, y) gets -replay_weight on top of its own, so the pair's "
+                  "gradient is replay_weight * (grad log pi(y|q') - grad log pi(y|q)). 'positive': as 'paired' "
+                  "without the source's -replay_weight.", "choices": ["group", "paired", "positive"]},
+    )
+    replay_weight: float = field(
+        default=1.0,
+        metadata={"help": "w: the advantage of a replay (times its reward) with replay_advantage 'paired' or "
+                  "'positive', in the units of the estimator's advantages (grpo: group-std units). >= 0."},
     )
     kl_in_reward: bool = field(
         default=False,
@@ -208,10 +234,13 @@ class HiRConfig(GRPOConfig):
             "replay_scope": ("group", "batch"),
             "replay_selection": ("curriculum", "random", "integrity", "diversity"),
             "advantage_estimator": ("grpo", "reinforce_pp", "reinforce_pp_baseline"),
+            "replay_advantage": ("group", "paired", "positive"),
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if not self.replay_weight >= 0:
+            raise ValueError(f"replay_weight must be >= 0, got {self.replay_weight}")
         if self.kl_in_reward and (self.beta <= 0 or self.advantage_estimator == "grpo"):
             raise ValueError("kl_in_reward=True needs beta > 0 (the KL coefficient) and advantage_estimator "
                              f"'reinforce_pp' or 'reinforce_pp_baseline' (got beta={self.beta}, "

@@ -409,17 +409,51 @@ class HiRTrainer(GRPOTrainer):
         replay_reward = self._rejudge_replays(inputs, completions, rows) if args.rejudge_replays else {}
         rewards = list(reward_of)
         members = [list(range(g * m, (g + 1) * m)) for g in range(groups)]
+        grouped = args.replay_advantage == "group"
         for offset, (kind, src, g, _) in enumerate(rows):
             rewards.append({"supplementary": supp_rewards[src] if kind == "supplementary" else 0.0,
                             "replay": replay_reward.get(offset, 1.0), "pad": float("nan")}[kind])
-            members[g].append(B + offset)
+            if grouped or kind != "replay":
+                members[g].append(B + offset)
         rewards_t = torch.tensor(rewards, dtype=torch.float32, device=device)
         kl = self._kl_per_token(extended, B, rows) if self.kl_coef else None
-        extended["advantages"] = self._advantages(rewards_t, members, _loss_mask(extended), kl)
+        loss_mask = _loss_mask(extended)
+        if grouped:
+            extended["advantages"] = self._advantages(rewards_t, members, loss_mask, kl)
+        else:  # the estimator over the rows sampled under q, then the replay pairs
+            outside = torch.tensor([B + o for o, row in enumerate(rows) if row[0] == "replay"], dtype=torch.long,
+                                   device=device)
+            sampled = rewards_t.index_fill(0, outside, float("nan"))
+            extended["advantages"] = self._advantages(sampled, members, loss_mask, kl)
+            self._add_replay_advantages(extended["advantages"], rewards_t, rows, B, loss_mask)
         extended["num_items_in_batch"] = self.accelerator.gather(_loss_mask(extended).sum()).sum()
 
         self._log_step(inputs, extended, rows, picked, supplement, prompts, completions, lam, rewards, B, groups)
         return extended
+
+    def _add_replay_advantages(self, advantages, rewards, rows, B, loss_mask) -> None:
+        """``replay_advantage`` 'paired' / 'positive': add w * r' to each replay row and (paired) -w * r' to its source.
+
+        Args:
+            advantages: (N,) or (N, T) advantages of the sampled rows (replay rows 0); changed in place.
+            rewards: (N,) per-row rewards; r' = ``rewards[B + offset]`` of a replay (1 unless re-judged).
+            rows: the new rows (kind, source, group, choice); row ``B + offset`` is entry ``offset``.
+            loss_mask: (N, T) valid completion tokens (token-level advantages stay 0 outside it).
+        """
+        w = self.args.replay_weight
+        paired = self.args.replay_advantage == "paired"
+        for offset, (kind, src, _, _) in enumerate(rows):
+            if kind != "replay":
+                continue
+            value = w * rewards[B + offset]
+            if advantages.dim() == 2:
+                advantages[B + offset] += value * loss_mask[B + offset]
+                if paired:
+                    advantages[src] -= value * loss_mask[src]
+            else:
+                advantages[B + offset] += value
+                if paired:
+                    advantages[src] -= value
 
     def _rejudge_replays(self, inputs, completions, rows) -> dict[int, float]:
         """``rejudge_replays``: re-judge each replay's kept soft constraints under q'.

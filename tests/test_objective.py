@@ -187,6 +187,68 @@ def test_reinforce_pp_whitens_over_valid_tokens(tmp_path, tiny_model_path, sampl
             assert torch.allclose(adv[r][mask[r]], adv[r][mask[r]][0].expand(int(mask[r].sum())))
 
 
+@pytest.mark.parametrize("mode", ["paired", "positive"])
+def test_paired_and_positive_replay_advantages(tmp_path, tiny_model_path, sample_dataset, mode):
+    """Sampled rows get TRL's GRPO advantages among themselves; each replay gets +w, its source (paired) -w."""
+    w = 0.7
+    trainer, calls = run(tmp_path, tiny_model_path, sample_dataset, replay_advantage=mode, replay_weight=w,
+                         own_logps=False)
+    inputs, out, replay = calls[0]
+    B = len(inputs)
+    rewards = torch.tensor(replay.rewards)
+    sources = {replay.sources[i] for i, kind in enumerate(replay.kinds) if kind == "replay"}
+    assert sources  # the test needs replays
+    expected = torch.zeros(len(rewards))
+    for g in range(B // M):
+        sampled = list(range(g * M, (g + 1) * M)) + [B + i for i, (grp, kind) in enumerate(zip(replay.groups,
+                                                                                             replay.kinds))
+                                                    if grp == g and kind == "supplementary"]
+        values = rewards[sampled]
+        expected[sampled] = (values - values.mean()) / (values.std() + 1e-4)  # TRL's GRPO over the sampled rows
+    for i, kind in enumerate(replay.kinds):
+        if kind == "replay":
+            expected[B + i] = w
+            if mode == "paired":
+                expected[replay.sources[i]] -= w
+    assert torch.allclose(out["advantages"], expected, atol=1e-5)
+    # an all-failed group contributes only through its pairs: the pair's advantages sum to zero
+    if mode == "paired":
+        for g in range(B // M):
+            if rewards[g * M:(g + 1) * M].sum() == 0:
+                rows = list(range(g * M, (g + 1) * M)) + [B + i for i, grp in enumerate(replay.groups) if grp == g]
+                assert abs(out["advantages"][rows].sum().item()) < 1e-5
+
+
+def test_paired_replay_advantages_with_reinforce_pp(tmp_path, tiny_model_path, varied_dataset):
+    """Token-level estimator: replays are left out of the whitening, then get +w on their valid tokens."""
+    trainer, calls = run(tmp_path, tiny_model_path, varied_dataset, replay_advantage="paired", replay_weight=1.0,
+                         reward_mode="cla",
+                         advantage_estimator="reinforce_pp", own_logps=False)
+    inputs, out, replay = calls[0]
+    B = len(inputs)
+    adv, mask = out["advantages"], out["completion_mask"].bool()
+    replays = [B + i for i, kind in enumerate(replay.kinds) if kind == "replay"]
+    sources = [replay.sources[i] for i, kind in enumerate(replay.kinds) if kind == "replay"]
+    assert replays
+    for row in replays:
+        assert torch.allclose(adv[row][mask[row]], torch.ones(int(mask[row].sum())))
+        assert torch.all(adv[row][~mask[row]] == 0)
+    restored = adv.clone()
+    for row, src in zip(replays, sources):
+        restored[src] += mask[src].float()
+    others = [r for r in range(len(replay.rewards)) if r not in replays and replay.rewards[r] == replay.rewards[r]]
+    assert len({replay.rewards[r] for r in others}) > 1  # reward variance among the sampled rows
+    values = restored[others][mask[others]]
+    assert values.mean().abs() < 1e-4 and abs(values.std().item() - 1.0) < 1e-3  # whitened without the replays
+
+
+def test_replay_advantage_validation(tmp_path):
+    with pytest.raises(ValueError, match="replay_advantage"):
+        make_args(tmp_path, replay_advantage="both")
+    with pytest.raises(ValueError, match="replay_weight"):
+        make_args(tmp_path, replay_weight=-1.0)
+
+
 def test_kl_in_reward(tmp_path, tiny_model_path, sample_dataset):
     trainer, calls = run(tmp_path, tiny_model_path, sample_dataset, advantage_estimator="reinforce_pp",
                          kl_in_reward=True, beta=0.5, learning_rate=1e-2, max_steps=2)

@@ -49,8 +49,9 @@ if str(REPO_ROOT) not in sys.path:
 
 from benchmarks.learning.task import CACHE_ROOT, FAMILIES, TaskConfig, ensure_sft_model, read_jsonl  # noqa: E402
 
-METHODS = ("hir", "random", "rl_ir", "rl_cr")
-METHOD_LABELS = {"hir": "HiR", "random": "Random replay", "rl_ir": "RL-IR", "rl_cr": "RL-CR"}
+METHODS = ("hir", "hir_paper", "random", "rl_ir", "rl_cr")
+METHOD_LABELS = {"hir": "HiR", "hir_paper": "HiR (paper advantage)", "random": "Random replay", "rl_ir": "RL-IR",
+                 "rl_cr": "RL-CR"}
 DEFAULT_RESULTS = REPO_ROOT / "benchmarks" / "results"
 
 
@@ -135,8 +136,11 @@ class HeldOutEval:
 
 def method_overrides(method: str, bench: BenchConfig) -> dict[str, Any]:
     m, k = bench.m, bench.k
-    if method == "hir":
+    if method == "hir":  # HiRConfig's default replay advantage
         return dict(num_generations=m, num_replays=k, replay_selection="curriculum", reward_mode="ila")
+    if method == "hir_paper":  # replays are rows of their group under the estimator (paper eq. "hir")
+        return dict(num_generations=m, num_replays=k, replay_selection="curriculum", reward_mode="ila",
+                    replay_advantage="group")
     if method == "random":
         return dict(num_generations=m, num_replays=k, replay_selection="random", reward_mode="ila")
     if method == "rl_ir":
@@ -167,15 +171,18 @@ def run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_p
     dataset = load_hir_dataset(task_dir / "rl_prompts.jsonl")
     eval_rows = read_jsonl(task_dir / "eval_rows.jsonl")[: bench.eval_prompts]
     with tempfile.TemporaryDirectory(prefix=f"hir-bench-{method}-{seed}-") as tmp:
-        args = HiRConfig(
-            output_dir=tmp, seed=seed, max_steps=bench.steps,
-            per_device_train_batch_size=bench.prompts_per_step * overrides["num_generations"],
-            gradient_accumulation_steps=1, learning_rate=bench.learning_rate, lr_scheduler_type="constant",
-            warmup_steps=0, max_completion_length=bench.max_completion_length, temperature=bench.temperature,
-            beta=0.0, advantage_estimator="grpo", lambda_0=bench.lambda_0, eta=bench.eta,
-            use_cpu=not cuda, bf16=cuda, gradient_checkpointing=False, logging_steps=1, save_strategy="no",
-            report_to="none", disable_tqdm=True, log_completions=False, judge_model="", dataloader_num_workers=0,
-            **{**overrides, **(json.loads(bench.extra) if bench.extra else {})})
+        # the benchmark's fixed settings, then the method's, then --extra: every HiRConfig field can be overridden
+        settings = dict(
+            output_dir=tmp, seed=seed, max_steps=bench.steps, gradient_accumulation_steps=1,
+            learning_rate=bench.learning_rate, lr_scheduler_type="constant", warmup_steps=0,
+            max_completion_length=bench.max_completion_length, temperature=bench.temperature, beta=0.0,
+            advantage_estimator="grpo", lambda_0=bench.lambda_0, eta=bench.eta, use_cpu=not cuda, bf16=cuda,
+            gradient_checkpointing=False, logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True,
+            log_completions=False, judge_model="", dataloader_num_workers=0)
+        settings.update(overrides)
+        settings.update(json.loads(bench.extra) if bench.extra else {})
+        settings.setdefault("per_device_train_batch_size", bench.prompts_per_step * settings["num_generations"])
+        args = HiRConfig(**settings)
         trainer = HiRTrainer(model=str(task_dir / "model"), args=args, train_dataset=dataset)
         tokenizer = AutoTokenizer.from_pretrained(task_dir / "model")
         profiler = StepProfiler(bench.device).attach(trainer)
@@ -204,6 +211,9 @@ def run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_p
 
 def _launch(method: str, seed: int, bench: BenchConfig, task_dir: Path, runs_dir: Path, log) -> Path:
     out = runs_dir / f"{method}-seed{seed}.json"
+    if _reusable(out, bench):
+        log(f"  reuse {method} seed {seed} ({out.name}: same settings)")
+        return out
     env = dict(os.environ, OMP_NUM_THREADS=str(bench.threads), MKL_NUM_THREADS=str(bench.threads),
                TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1", PYTHONWARNINGS="ignore")
     cmd = [sys.executable, "-m", "benchmarks.learning.run", "--worker", method, str(seed), str(task_dir), str(out),
@@ -221,6 +231,16 @@ def _launch(method: str, seed: int, bench: BenchConfig, task_dir: Path, runs_dir
     return out
 
 
+def _reusable(path: Path, bench: BenchConfig) -> bool:
+    """A finished run's record can stand in for a new run: it exists and was made with the same settings."""
+    if not path.is_file():
+        return False
+    try:
+        return json.loads(path.read_text()).get("bench") == json.loads(json.dumps(dataclasses.asdict(bench)))
+    except json.JSONDecodeError:
+        return False
+
+
 def run_all(bench: BenchConfig, task: TaskConfig, results_dir: Path, cache_root: Path | None = None,
             log=print) -> dict[str, Any]:
     """SFT (cached), every (method, seed) run, then the report. Returns the report's summary dict."""
@@ -234,11 +254,11 @@ def run_all(bench: BenchConfig, task: TaskConfig, results_dir: Path, cache_root:
         f"CLA {meta['eval_sft_model']['cla']:.3f})")
     runs_dir = results_dir / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
-    for stale in runs_dir.glob("*.json"):
-        stale.unlink()
+    # Records of finished runs with the same settings are reused (an interrupted benchmark resumes); the others
+    # are run again. Records of methods or seeds not asked for are left alone and not reported.
     # HiR next to RL-IR (GRPO), random replay next to RL-CR: with 2 jobs, the two runs whose step costs are compared
     # run at the same time, under the same outside load.
-    rank = {"hir": 0, "rl_ir": 1, "random": 2, "rl_cr": 3}
+    rank = {"hir": 0, "rl_ir": 1, "hir_paper": 2, "rl_cr": 3, "random": 4}
     jobs = [(method, seed) for seed in bench.seeds for method in sorted(bench.methods, key=rank.get)]
     t1 = time.time()
     with ThreadPoolExecutor(max_workers=max(1, bench.jobs)) as pool:
