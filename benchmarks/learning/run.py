@@ -236,9 +236,12 @@ def _reusable(path: Path, bench: BenchConfig) -> bool:
     if not path.is_file():
         return False
     try:
-        return json.loads(path.read_text()).get("bench") == json.loads(json.dumps(dataclasses.asdict(bench)))
+        old = json.loads(path.read_text()).get("bench") or {}
     except json.JSONDecodeError:
         return False
+    new = json.loads(json.dumps(dataclasses.asdict(bench)))
+    ignored = ("methods", "seeds", "jobs")  # which runs were asked for, and how many at once: not the run itself
+    return all(old.get(key) == value for key, value in new.items() if key not in ignored)
 
 
 def run_all(bench: BenchConfig, task: TaskConfig, results_dir: Path, cache_root: Path | None = None,
