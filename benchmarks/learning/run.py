@@ -197,6 +197,7 @@ def run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_p
                 if "loss" in e or "reward/ila" in e]
     record = {
         "method": method, "seed": seed, "bench": dataclasses.asdict(bench), "overrides": overrides,
+        "checkpoint": _checkpoint_id(task_dir),
         "evals": evaluator.records, "steps": profiler.steps, "logs": logs,
         "cuda_max_memory_mb": torch.cuda.max_memory_allocated() / 2**20 if cuda else None,
         "wall_seconds": time.perf_counter() - wall_start,
@@ -211,7 +212,7 @@ def run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_p
 
 def _launch(method: str, seed: int, bench: BenchConfig, task_dir: Path, runs_dir: Path, log) -> Path:
     out = runs_dir / f"{method}-seed{seed}.json"
-    if _reusable(out, bench):
+    if _reusable(out, bench, task_dir):
         log(f"  reuse {method} seed {seed} ({out.name}: same settings)")
         return out
     env = dict(os.environ, OMP_NUM_THREADS=str(bench.threads), MKL_NUM_THREADS=str(bench.threads),
@@ -231,17 +232,25 @@ def _launch(method: str, seed: int, bench: BenchConfig, task_dir: Path, runs_dir
     return out
 
 
-def _reusable(path: Path, bench: BenchConfig) -> bool:
-    """A finished run's record can stand in for a new run: it exists and was made with the same settings."""
+def _checkpoint_id(task_dir: Path) -> dict[str, Any]:
+    """What identifies the starting checkpoint: the task folder and its SFT outcome (SFT is not bit-reproducible
+    across machines, so two builds of the same TaskConfig are different starting points)."""
+    meta = json.loads((task_dir / "meta.json").read_text())
+    return {"task": task_dir.name, "sft_final_loss": meta["sft"]["final_loss"]}
+
+
+def _reusable(path: Path, bench: BenchConfig, task_dir: Path) -> bool:
+    """A finished run's record can stand in for a new run: same settings, same starting checkpoint."""
     if not path.is_file():
         return False
     try:
-        old = json.loads(path.read_text()).get("bench") or {}
+        record = json.loads(path.read_text())
     except json.JSONDecodeError:
         return False
-    new = json.loads(json.dumps(dataclasses.asdict(bench)))
+    old, new = record.get("bench") or {}, json.loads(json.dumps(dataclasses.asdict(bench)))
     ignored = ("methods", "seeds", "jobs")  # which runs were asked for, and how many at once: not the run itself
-    return all(old.get(key) == value for key, value in new.items() if key not in ignored)
+    return (record.get("checkpoint") == _checkpoint_id(task_dir)
+            and all(old.get(key) == value for key, value in new.items() if key not in ignored))
 
 
 def run_all(bench: BenchConfig, task: TaskConfig, results_dir: Path, cache_root: Path | None = None,
