@@ -112,11 +112,13 @@ def summarize(runs: list[dict[str, Any]], bench: dict[str, Any]) -> dict[str, An
             "rl_ir_final_ila": ir["ila"][-1], "rl_ir_start_ila": ir["ila"][0], "hir_prompts_to_reach": reach,
             "rl_ir_prompts": budget,
             "fraction": (reach / budget) if reach is not None and budget else None,
-            "met": reach is not None and reach <= 0.5 * budget,
+            "met": reach is not None and reach <= 0.6 * budget,
         }
         margins = {b: 100 * (hir["ila"][-1] - learning[b]["ila"][-1]) for b in ("rl_ir", "rl_cr") if b in learning}
+        # issue 12: at least RL-IR's + 3 points, and at least RL-CR's
+        needed = {"rl_ir": 3.0, "rl_cr": 0.0}
         targets["final_ila_margin"] = {"points_above": margins, "hir_final_ila": hir["ila"][-1],
-                                       "met": bool(margins) and min(margins.values()) >= 5.0}
+                                       "met": bool(margins) and all(v >= needed[b] for b, v in margins.items())}
         for scope in ("early", "all"):
             h, g = costs["hir"][scope], costs["rl_ir"][scope]
             targets[f"tokens_{scope}"] = {"hir": h["generated_tokens"], "grpo": g["generated_tokens"],
@@ -284,10 +286,11 @@ def _markdown(summary: dict[str, Any], meta: dict[str, Any], bench: dict[str, An
                  if se["hir_prompts_to_reach"] is not None else f"not reached within {se['rl_ir_prompts']} prompts")
         trivial = " (RL-IR ended no higher than it started)" if se["rl_ir_final_ila"] <= se["rl_ir_start_ila"] else ""
         lines.append(f"- HiR reaches RL-IR's final held-out ILA ({_pct(se['rl_ir_final_ila'])}%, from "
-                     f"{_pct(se['rl_ir_start_ila'])}%) with at most 50% of RL-IR's prompts: {reach}{trivial} -> "
+                     f"{_pct(se['rl_ir_start_ila'])}%) with at most 60% of RL-IR's prompts: {reach}{trivial} -> "
                      f"**{'met' if se['met'] else 'missed'}**")
         margins = ", ".join(f"{LABELS[b]} {v:+.1f}" for b, v in fm["points_above"].items())
-        lines.append(f"- HiR's final ILA ({_pct(fm['hir_final_ila'])}%) at least 5 points above RL-IR and RL-CR: "
+        lines.append(f"- HiR's final ILA ({_pct(fm['hir_final_ila'])}%) at least RL-IR's + 3 points and at least "
+                     "RL-CR's: "
                      f"{margins} points -> **{'met' if fm['met'] else 'missed'}**")
         for scope, label in (("early", f"first {EARLY_STEPS} steps"), ("all", "all steps")):
             t = targets[f"tokens_{scope}"]
