@@ -24,6 +24,9 @@ class HiRConfig(GRPOConfig):
             Curriculum pace: lambda_s = lambda_0 * (1 + eta)^s at optimizer step s.
         replay_min_satisfied (`int`, defaults to `1`):
             Fewest satisfied constraints a failed completion needs to be a replay candidate.
+        replay_truncated_completions (`bool`, defaults to `True`):
+            Whether a completion with no EOS token (cut off at ``max_completion_length``) may be a replay
+            candidate. ``False`` keeps truncated text out of the replays (their reward 1 would reward not stopping).
         diversity_aggregation (`str`, defaults to `"mean"`):
             How token entropies form F_div: ``"mean"`` over completion tokens (released code) or ``"sum"``
             (the paper's formula).
@@ -87,6 +90,12 @@ class HiRConfig(GRPOConfig):
     replay_min_satisfied: int = field(
         default=1,
         metadata={"help": "Fewest satisfied constraints a failed completion needs to be replayed (released code: 1)."},
+    )
+    replay_truncated_completions: bool = field(
+        default=True,
+        metadata={"help": "Whether a failed completion cut off at max_completion_length (no EOS token) may be "
+                  "replayed. True (paper: any failure). False: only completions that ended are candidates, so a "
+                  "replay never teaches the policy to run past the end of its answer."},
     )
     diversity_aggregation: str = field(
         default="mean",

@@ -52,7 +52,8 @@ def constraint_integrity(verdicts: Sequence[bool]) -> float:
     return sum(bool(v) for v in verdicts) / len(verdicts)
 
 
-def replay_candidates(verdicts: Sequence[Sequence[bool]], min_satisfied: int = 1) -> list[int]:
+def replay_candidates(verdicts: Sequence[Sequence[bool]], min_satisfied: int = 1,
+                      eligible: Sequence[bool] | None = None) -> list[int]:
     """Indices of the responses that may be replayed.
 
     A candidate failed its instruction (ILA = 0: some constraint unmet) and still satisfied at least
@@ -61,16 +62,23 @@ def replay_candidates(verdicts: Sequence[Sequence[bool]], min_satisfied: int = 1
     Args:
         verdicts: per response, its per-constraint verdicts I(q, y, c_i).
         min_satisfied: the fewest satisfied constraints a candidate needs (>= 0).
+        eligible: per response, whether it may be replayed at all (e.g. False for a completion cut off at
+            the length limit, see ``HiRConfig.replay_truncated_completions``); None: every response.
 
     Returns:
         Candidate indices in increasing order.
+
+    Raises:
+        ValueError: ``min_satisfied < 0``, or ``eligible`` of another length than ``verdicts``.
     """
     if min_satisfied < 0:
         raise ValueError(f"min_satisfied must be >= 0, got {min_satisfied}")
+    if eligible is not None and len(eligible) != len(verdicts):
+        raise ValueError(f"{len(verdicts)} verdict rows but {len(eligible)} eligibility flags")
     out = []
     for i, row in enumerate(verdicts):
         satisfied = sum(bool(v) for v in row)
-        if satisfied < len(row) and satisfied >= min_satisfied:
+        if satisfied < len(row) and satisfied >= min_satisfied and (eligible is None or eligible[i]):
             out.append(i)
     return out
 
@@ -209,6 +217,7 @@ def select_replays(
     selection: str = "curriculum",
     min_satisfied: int = 1,
     rng: random.Random | None = None,
+    eligible: Sequence[bool] | None = None,
 ) -> list[list[ReplayChoice]]:
     """Algorithm 1 (Select) over a generation batch of consecutive groups of ``group_size`` responses.
 
@@ -223,6 +232,7 @@ def select_replays(
         selection: see `selection_scores`; ``"random"`` samples candidates uniformly with ``rng``.
         min_satisfied: see `replay_candidates`.
         rng: the replay RNG, required for ``selection="random"``.
+        eligible: (B,) whether each response may be replayed (see `replay_candidates`); None: all.
 
     Returns:
         For each group, its choices (``index`` is the row's index within the group), best first.
@@ -241,7 +251,7 @@ def select_replays(
     groups = len(verdicts) // group_size
     integrity = [constraint_integrity(v) if v else 0.0 for v in verdicts]
     scores = selection_scores(diversity, integrity, lam, selection)
-    candidates = replay_candidates(verdicts, min_satisfied)
+    candidates = replay_candidates(verdicts, min_satisfied, eligible)
 
     def choice(i: int) -> ReplayChoice:
         return ReplayChoice(i % group_size, scores[i], float(diversity[i]), integrity[i],

@@ -374,9 +374,15 @@ class HiRTrainer(GRPOTrainer):
             diversity = (entropies * mask).sum(1)
             if args.diversity_aggregation == "mean":
                 diversity = diversity / mask.sum(1).clamp(min=1.0)
+            eligible = None
+            if not args.replay_truncated_completions:  # a completion with no EOS was cut off at the length limit
+                eos = torch.tensor(self.eos_token_ids, device=device)
+                ended = torch.isin(output["completion_ids"], eos) & output["completion_mask"].bool()
+                eligible = ended.any(1).tolist()
             picked = select_replays([verdicts.passed(r) for r in range(B)], diversity.float().cpu().tolist(), m, k,
                                     lam, scope=args.replay_scope, selection=args.replay_selection,
-                                    min_satisfied=args.replay_min_satisfied, rng=self._replay_rng)
+                                    min_satisfied=args.replay_min_satisfied, rng=self._replay_rng,
+                                    eligible=eligible)
             fill = allocate_shortfall([len(p) for p in picked], k)
         else:
             picked, fill = [[] for _ in range(groups)], [0] * groups

@@ -498,3 +498,16 @@ def test_vllm_importance_sampling_keys_are_set_explicitly_for_replays(tmp_path, 
             assert not torch.equal(out["old_per_token_logps"][row][mask], out["old_per_token_logps"][src][mask])
     # the sampled rows keep the values TRL computed
     assert torch.all(out["importance_sampling_ratio"][:B] != 1.0)
+
+
+def test_truncated_completions_are_not_replayed_when_disabled(tmp_path, tiny_model_path, sample_dataset):
+    """The random tiny model never emits EOS: every completion is cut off, so none may be replayed."""
+    trainer, calls = run(tmp_path, tiny_model_path, sample_dataset, replay_truncated_completions=False,
+                         own_logps=False)
+    inputs, out, replay = calls[0]
+    B = len(inputs)
+    eos = torch.tensor(trainer.eos_token_ids)
+    assert not (torch.isin(out["completion_ids"][:B], eos) & out["completion_mask"][:B].bool()).any()
+    assert "replay" not in replay.kinds and replay.kinds.count("supplementary") == (B // M) * K
+    trainer, calls = run(tmp_path / "on", tiny_model_path, sample_dataset, own_logps=False)
+    assert "replay" in calls[0][2].kinds  # the same batch with truncated completions allowed (paper) replays

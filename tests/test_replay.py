@@ -142,3 +142,15 @@ def test_property_q_prime_keeps_exactly_satisfied_in_order(data, template, task)
     assert kept_markers == expected  # exactly the satisfied constraints, in their original order
     assert task in q_prime
     assert q_prime == join_instruction(task, [c for c, ok in zip(constraints, verdicts) if ok], template)
+
+
+def test_replay_candidates_respect_eligibility():
+    from hir_trl.replay import replay_candidates, select_replays
+
+    verdicts = [[1, 0], [1, 0], [1, 1], [0, 1]]
+    assert replay_candidates(verdicts, 1) == [0, 1, 3]
+    assert replay_candidates(verdicts, 1, [True, False, True, True]) == [0, 3]
+    picked = select_replays(verdicts, [0.0, 9.0, 0.0, 1.0], 4, 2, 1.0, eligible=[True, False, True, True])
+    assert [c.index for c in picked[0]] == [3, 0]  # the highest-scoring row 1 is not eligible
+    with pytest.raises(ValueError, match="eligibility"):
+        replay_candidates(verdicts, 1, [True])
