@@ -234,7 +234,7 @@ def test_paired_replay_advantages_with_reinforce_pp(tmp_path, tiny_model_path, v
         assert torch.allclose(adv[row][mask[row]], torch.ones(int(mask[row].sum())))
         assert torch.all(adv[row][~mask[row]] == 0)
     restored = adv.clone()
-    for row, src in zip(replays, sources):
+    for src in sources:
         restored[src] += mask[src].float()
     others = [r for r in range(len(replay.rewards)) if r not in replays and replay.rewards[r] == replay.rewards[r]]
     assert len({replay.rewards[r] for r in others}) > 1  # reward variance among the sampled rows
