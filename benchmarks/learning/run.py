@@ -192,7 +192,8 @@ def run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_p
         keep = ("reward/ila", "reward/cla", "hir/generated_tokens", "hir/supplementary_samples",
                 "hir/filler_samples", "hir/replayed_rows", "hir/replayed_fraction", "hir/rows_per_group",
                 "hir/groups_all_failed", "hir/lambda", "hir/replay_integrity_mean", "completions/mean_length",
-                "step_time", "loss", "entropy")
+                "step_time", "loss", "entropy", "clip_ratio/high_mean", "clip_ratio/low_mean",
+                "clip_ratio/region_mean")
         logs = [{"step": e["step"], **{k: e[k] for k in keep if k in e}} for e in trainer.state.log_history
                 if "loss" in e or "reward/ila" in e]
     record = {
