@@ -138,9 +138,9 @@ def method_overrides(method: str, bench: BenchConfig) -> dict[str, Any]:
     m, k = bench.m, bench.k
     if method == "hir":  # HiRConfig's default replay advantage
         return dict(num_generations=m, num_replays=k, replay_selection="curriculum", reward_mode="ila")
-    if method == "hir_paper":  # replays are rows of their group under the estimator (paper eq. "hir")
+    if method == "hir_paper":  # the paper's replay: any failure, a row of its group under the estimator (eq. "hir")
         return dict(num_generations=m, num_replays=k, replay_selection="curriculum", reward_mode="ila",
-                    replay_advantage="group")
+                    replay_advantage="group", replay_truncated_completions=True)
     if method == "random":
         return dict(num_generations=m, num_replays=k, replay_selection="random", reward_mode="ila")
     if method == "rl_ir":
