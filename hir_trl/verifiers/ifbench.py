@@ -33,11 +33,11 @@ from typing import Any, ClassVar
 import regex
 
 from . import iftrain
-from .ifbench_official import OFFICIAL_CHECKS
 from .base import ArgsChecker, Checker
 from .base import count_arg as _count
 from .base import required_arg as _required
 from .base import text_arg as _text
+from .ifbench_official import OFFICIAL_CHECKS
 from .ifeval import loose_variants
 from .nlp import (
     COORDINATING_CONJUNCTIONS,
