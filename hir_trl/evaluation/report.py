@@ -127,7 +127,8 @@ def format_report(report: Mapping[str, Any]) -> str:
     out = []
     if report.get("run_name"):
         out.append(f"Run: {report['run_name']}")
-    out.append(f"Sentence tokenizer: {report['sentence_backend']} ({report['sentence_backend_note']})")
+    tokenizer = report.get("sentence_tokenizer") or report["sentence_backend"]
+    out.append(f"Sentence tokenizer: {report['sentence_backend']}: {tokenizer} ({report['sentence_backend_note']})")
     out.append(f"Judge: {report['judge'] or 'none (soft constraints are reported as unjudged)'}")
     generation = report.get("generation")
     if generation:

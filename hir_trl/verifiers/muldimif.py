@@ -17,7 +17,7 @@ Conventions shared by every class (documented once here, referred to by the clas
   ``"N <unit>"`` means exactly N only for heading levels ("two heading levels"); elsewhere a number needs a
   comparator. All bounds found for one unit are intersected (contradictory bounds raise ``ValueError``).
 * **Words** are counted with `hir_trl.verifiers.text.count_words` (``\\w+`` tokens, as IFEval) and
-  **sentences** with `hir_trl.verifiers.text.count_sentences` (Punkt when installed, else a fallback).
+  **sentences** with `hir_trl.verifiers.text.count_sentences` (NLTK's Punkt, offline).
 * **Scope.** A clause whose subject is ``each``/``every`` *X* is checked on every unit of that kind, and
   fails when the response has no such unit: ``cell`` / ``entry in the table`` -> markdown-table data
   cells; ``row`` -> table data rows; ``heading`` -> heading texts; ``sentence`` -> sentences;

@@ -4,8 +4,8 @@ Every helper works without a network download; the data each one needs ships ins
 package or inside this module:
 
 - words and tokens: `words` (whitespace split after dropping ASCII punctuation, as IFBench's checkers do),
-  `word_tokenize` (NLTK's Treebank word tokenizer, which needs no NLTK data, applied to the sentences of
-  `hir_trl.verifiers.text.split_sentences`: what ``nltk.word_tokenize`` does when Punkt is installed);
+  `word_tokenize` (NLTK's Treebank word tokenizer applied to the sentences of
+  `hir_trl.verifiers.text.split_sentences`: exactly ``nltk.word_tokenize``, as NLTK's Punkt is set up offline);
 - stop words: `is_stop_word` / `count_stop_words` use NLTK's English stop-word list, embedded below
   (``nltk_data/corpora/stopwords/english``; NLTK's corpus cannot be downloaded here);
 - syllables: `syllable_count` uses ``syllapy`` (MIT; a bundled table of known words plus a vowel-group
@@ -14,7 +14,7 @@ package or inside this module:
   emoji data;
 - part of speech: `pos_tags` / `starts_with_verb` use TextBlob's bundled Pattern tagger (a Brill-style
   lexicon plus contextual rules, Penn Treebank tags; no NLTK data needed). IFBench uses NLTK's averaged
-  perceptron tagger, whose data cannot be downloaded here, so a verdict can differ on ambiguous words;
+  perceptron tagger, whose data no pip package ships, so a verdict can differ on ambiguous words;
 - scripts: `is_japanese` tests for Hiragana, Katakana or CJK ideographs (no library).
 """
 
@@ -116,7 +116,7 @@ def _treebank_tokenizer():
 
 
 def word_tokenize(text: str) -> list[str]:
-    """``nltk.word_tokenize`` without NLTK data: Treebank word tokens of each `split_sentences` sentence."""
+    """``nltk.word_tokenize``: Treebank word tokens of each `split_sentences` sentence (Punkt unless the fallback is selected)."""
     tokenizer = _treebank_tokenizer()
     return [token for sentence in split_sentences(text) for token in tokenizer.tokenize(sentence)]
 

@@ -306,24 +306,47 @@ def test_every_id_has_a_passing_and_a_failing_case():
 
 
 @pytest.mark.parametrize(("instruction_id", "kwargs", "response", "expected"), CASES)
-def test_behaviour(instruction_id, kwargs, response, expected):
-    assert ifbench.check(instruction_id, kwargs, response) is expected
-    assert verify_constraint("ifbench", instruction_id, kwargs, response).passed is expected
+def test_description_reading(instruction_id, kwargs, response, expected):
+    """The hand-written cases pin our documented reading (``reading="description"``, not the default)."""
+    assert ifbench.check(instruction_id, kwargs, response, reading="description") is expected
+    assert verify_constraint("ifbench", instruction_id, kwargs, response, reading="description").passed is expected
 
 
-def test_interpretations_that_differ_from_the_reference_code():
-    """Cases where IFBench's reference checker gives the other verdict (see the class docstrings)."""
-    chk = ifbench.build_checker
-    assert not chk("format:sub-bullets").check_following("No bullets at all.")  # reference: True
-    assert not chk("format:list", {"sep": "-"}).check_following("A well-known, two-sided coin.")  # reference: True
-    assert chk("format:no_bullets_bullets").check_following("One. Two.\n\n* a\n\n* b\n")  # reference: False
-    assert not chk("repeat:repeat_change", REQUEST).check_following("Write a poem about cats. ")  # reference: True
-    assert chk("format:title_case").check_following("War and Peace")  # reference: False ("and")
-    assert chk("format:quotes").check_following("\u201cShe said \u2018he said \u201cgo\u201d twice\u2019 then\u201d")
+INTERPRETATIONS = [
+    # (id, kwargs, response, verdict of our description reading); the official code gives the other verdict.
+    ("format:sub-bullets", {}, "No bullets at all.", False),
+    ("format:list", {"sep": "-"}, "A well-known, two-sided coin.", False),
+    ("format:no_bullets_bullets", {}, "One. Two.\n\n* a\n\n* b\n", True),
+    ("repeat:repeat_change", REQUEST, "Write a poem about cats. ", False),
+    ("format:title_case", {}, "War and Peace", True),
+    ("format:quotes", {}, "\u201cShe said \u2018he said \u201cgo\u201d twice\u2019 then\u201d", True),
+]
 
 
-def test_vacuous_cases_follow_the_reference_code():
-    chk = ifbench.build_checker
+@pytest.mark.parametrize(("instruction_id", "kwargs", "response", "described"), INTERPRETATIONS)
+def test_interpretations_differ_from_the_official_default(instruction_id, kwargs, response, described):
+    """Where our reading and IFBench's code disagree, the default is the official verdict (see the class docstrings)."""
+    assert ifbench.build_checker(instruction_id, kwargs, reading="description").check_following(response) is described
+    assert ifbench.build_checker(instruction_id, kwargs).check_following(response) is (not described)
+    assert ifbench.check(instruction_id, kwargs, response) is (not described)
+
+
+def test_unknown_reading_is_an_error_and_an_official_crash_is_a_recorded_verdict():
+    with pytest.raises(ValueError, match="reading"):
+        ifbench.check("format:quotes", {}, "text", reading="loose")
+    # AllenAI's check divides by the number of character trigrams: it raises on a 2-character response.
+    with pytest.raises(ZeroDivisionError):
+        ifbench.check("ratio:overlap", {**OVERLAP_REF, "percentage": 10}, "ab")
+    verdict = verify_constraint("ifbench", "ratio:overlap", {**OVERLAP_REF, "percentage": 10}, "ab")
+    assert verdict.passed is False and verdict.error.startswith("ZeroDivisionError")
+    assert verify_constraint("ifeval", "punctuation:no_comma", {}, "a", reading="description").error
+
+
+@pytest.mark.parametrize("reading", ifbench.READINGS)
+def test_vacuous_cases_follow_the_reference_code(reading):
+    def chk(instruction_id, kwargs=None):
+        return ifbench.build_checker(instruction_id, kwargs, reading=reading)
+
     assert chk("ratio:sentence_type").check_following("Wow! Great!")  # 0 = 2 x 0
     assert chk("ratio:sentence_balance").check_following("No sentence end")
     assert chk("count:words_japanese", {"N": 5}).check_following("Too short")
@@ -541,13 +564,16 @@ VARIED_RESPONSES = [
 
 @needs_data
 def test_scoring_every_prompt_raises_nothing():
-    """Strict and loose verdicts for every constraint of every prompt, on varied responses and the prompt."""
+    """Our reading gives strict and loose verdicts for every constraint of every prompt, on varied responses.
+
+    (The official reading raises where AllenAI's code raises; `test_ifbench_official` compares those too.)
+    """
     for row in _rows():
         responses = [*VARIED_RESPONSES, row["prompt"]]
         for instruction_id, kwargs in zip(row["instruction_id_list"], row["kwargs"]):
             for response in responses:
-                strict = ifbench.check(instruction_id, kwargs, response, row["prompt"])
-                loose = ifbench.check_loose(instruction_id, kwargs, response, row["prompt"])
+                strict = ifbench.check(instruction_id, kwargs, response, row["prompt"], reading="description")
+                loose = ifbench.check_loose(instruction_id, kwargs, response, row["prompt"], reading="description")
                 assert isinstance(strict, bool) and isinstance(loose, bool)
                 assert loose or not strict  # the response itself is a loose variant
 
@@ -561,7 +587,7 @@ _KWARGS = {case[0]: case[1] for case in CASES}
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(instruction_id=st.sampled_from(OOD_IDS), response=_TEXT)
-def test_random_text_never_raises(instruction_id, response):
-    strict = ifbench.check(instruction_id, _KWARGS[instruction_id], response)
-    loose = ifbench.check_loose(instruction_id, _KWARGS[instruction_id], response)
+def test_random_text_never_raises_under_our_reading(instruction_id, response):
+    strict = ifbench.check(instruction_id, _KWARGS[instruction_id], response, reading="description")
+    loose = ifbench.check_loose(instruction_id, _KWARGS[instruction_id], response, reading="description")
     assert loose or not strict

