@@ -24,9 +24,10 @@ class HiRConfig(GRPOConfig):
             Curriculum pace: lambda_s = lambda_0 * (1 + eta)^s at optimizer step s.
         replay_min_satisfied (`int`, defaults to `1`):
             Fewest satisfied constraints a failed completion needs to be a replay candidate.
-        replay_truncated_completions (`bool`, defaults to `True`):
+        replay_truncated_completions (`bool`, defaults to `False`):
             Whether a completion with no EOS token (cut off at ``max_completion_length``) may be a replay
-            candidate. ``False`` keeps truncated text out of the replays (their reward 1 would reward not stopping).
+            candidate. ``False`` (default) keeps truncated text out of the replays, whose reward 1 would reward not
+            stopping; ``True`` is the paper's (any failure).
         diversity_aggregation (`str`, defaults to `"mean"`):
             How token entropies form F_div: ``"mean"`` over completion tokens (released code) or ``"sum"``
             (the paper's formula).
@@ -45,15 +46,17 @@ class HiRConfig(GRPOConfig):
             ``"curriculum"``, ``"random"`` (paper Table 3 ablation), ``"integrity"`` or ``"diversity"``.
         advantage_estimator (`str`, defaults to `"grpo"`):
             ``"grpo"`` (TRL), ``"reinforce_pp"`` (paper: Reinforce++, Hu 2025) or ``"reinforce_pp_baseline"``.
-        replay_advantage (`str`, defaults to `"group"`):
-            How replays enter the advantages A (N,) (or (N, T) for the Reinforce++ estimators):
-            ``"group"`` (paper eq. "hir"): a replay is a row of its source's group with reward 1, and
-            ``advantage_estimator`` runs over the m + k rows. ``"paired"``: the estimator runs over the rows
-            sampled under q only (m samples plus supplementary samples: RL-IR's advantages), then each replay
-            row gets A = w * r' (r' its reward, 1 unless re-judged) and its source row gets A -= w * r'; the pair
-            then contributes w * r' * (grad log pi(y | q') - grad log pi(y | q)) to the policy gradient, which
-            cancels wherever the policy ignores the dropped constraints. ``"positive"``: as ``"paired"`` without
-            the source's -w * r'.
+        replay_advantage (`str`, defaults to `"positive"`):
+            How replays enter the advantages A (N,) (or (N, T) for the Reinforce++ estimators).
+            ``"positive"`` (default): the estimator runs over the rows sampled under q only (m samples plus
+            supplementary samples), so they get exactly RL-IR's advantages, and each replay row gets A = w * r'
+            (r' its reward, 1 unless re-judged). ``"group"`` (paper eq. "hir"): a replay is a row of its source's
+            group with reward 1 and ``advantage_estimator`` runs over the m + k rows (with ``grpo``, every failure
+            of an all-failed group then gets a negative advantage). ``"paired"``: as ``"positive"``, and the
+            replay's source row also gets A -= w * r', so the pair contributes
+            w * r' * (grad log pi(y | q') - grad log pi(y | q)). On the learning benchmark ``"positive"`` with
+            ``replay_truncated_completions=False`` learned best; ``"group"`` and ``"paired"`` collapsed in most
+            seeds (benchmarks/README.md).
         replay_weight (`float`, defaults to `1.0`):
             w above, in the estimator's advantage units.
         kl_in_reward (`bool`, defaults to `False`):
@@ -92,10 +95,10 @@ class HiRConfig(GRPOConfig):
         metadata={"help": "Fewest satisfied constraints a failed completion needs to be replayed (released code: 1)."},
     )
     replay_truncated_completions: bool = field(
-        default=True,
+        default=False,
         metadata={"help": "Whether a failed completion cut off at max_completion_length (no EOS token) may be "
-                  "replayed. True (paper: any failure). False: only completions that ended are candidates, so a "
-                  "replay never teaches the policy to run past the end of its answer."},
+                  "replayed. False (default, benchmarks/README.md): only completions that ended are candidates, so "
+                  "a replay never rewards running past the end of an answer. True: any failure (paper)."},
     )
     diversity_aggregation: str = field(
         default="mean",
@@ -138,14 +141,17 @@ class HiRConfig(GRPOConfig):
                   "choices": ["grpo", "reinforce_pp", "reinforce_pp_baseline"]},
     )
     replay_advantage: str = field(
-        default="group",
-        metadata={"help": "How replays enter the advantages. 'group' (paper): a replay is one more row of its "
+        default="positive",
+        metadata={"help": "How replays enter the advantages. 'positive' (default, benchmarks/README.md): the sampled "
+                  "rows get the estimator's advantages among themselves (exactly RL-IR's) and each replay gets "
+                  "+replay_weight, so no sampled failure is pushed down because replays joined its group. "
+                  "'group' (paper): a replay is one more row of its "
                   "source's group, with reward 1, under advantage_estimator (with 'grpo', every failure of an "
                   "all-failed group then gets a negative advantage). 'paired': the sampled rows get the "
                   "estimator's advantages among themselves (exactly RL-IR's), and each replay (q', y) gets "
                   "+replay_weight while its source (q, y) gets -replay_weight on top of its own, so the pair's "
-                  "gradient is replay_weight * (grad log pi(y|q') - grad log pi(y|q)). 'positive': as 'paired' "
-                  "without the source's -replay_weight.", "choices": ["group", "paired", "positive"]},
+                  "gradient is replay_weight * (grad log pi(y|q') - grad log pi(y|q)).",
+                  "choices": ["group", "paired", "positive"]},
     )
     replay_weight: float = field(
         default=1.0,

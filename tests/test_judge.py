@@ -327,7 +327,8 @@ def test_litellm_is_imported_lazily_without_network_or_dotenv(tmp_path):
 def _args(tmp_path, **overrides):
     values = dict(output_dir=str(tmp_path / "out"), per_device_train_batch_size=6, max_steps=1,
                   max_completion_length=8, bf16=False, use_cpu=True, gradient_checkpointing=False,
-                  report_to="none", save_strategy="no", logging_steps=1, seed=0, num_replays=2)
+                  report_to="none", save_strategy="no", logging_steps=1, seed=0, num_replays=2,
+                  replay_truncated_completions=True)  # the random tiny model never emits EOS
     values.update(overrides)
     return HiRConfig(**values)
 

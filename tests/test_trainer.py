@@ -15,9 +15,13 @@ from hir_trl.trainer import check_batch_layout
 
 
 def make_args(tmp_path, **overrides):
+    # The random tiny model never emits EOS, so its completions can be replayed only with
+    # replay_truncated_completions; the batch-surgery tests check the paper's group advantage, while the default
+    # 'positive' advantage has tests of its own (test_objective.py).
     values = dict(output_dir=str(tmp_path / "out"), per_device_train_batch_size=12, max_steps=1,
                   max_completion_length=16, bf16=False, use_cpu=True, gradient_checkpointing=False,
-                  report_to="none", logging_steps=1, save_strategy="no", seed=0, learning_rate=1e-4)
+                  report_to="none", logging_steps=1, save_strategy="no", seed=0, learning_rate=1e-4,
+                  replay_truncated_completions=True, replay_advantage="group")
     values.update(overrides)
     return HiRConfig(**values)
 
@@ -210,6 +214,8 @@ def test_batch_layout_errors():
 def test_config_validation_and_paper_defaults(tmp_path):
     args = HiRConfig(output_dir=str(tmp_path), bf16=False, per_device_train_batch_size=6)
     assert (args.num_generations, args.num_replays, args.lambda_0, args.eta) == (6, 2, 2.0, 0.05)
+    # hir-trl's measured defaults where it departs from the paper (README "Faithfulness")
+    assert (args.replay_advantage, args.replay_weight, args.replay_truncated_completions) == ("positive", 1.0, False)
     for field, value in [("num_replays", -1), ("eta", -0.5), ("diversity_aggregation", "max"),
                          ("reward_mode", "dense"), ("replay_min_satisfied", -2)]:
         with pytest.raises(ValueError, match=field):

@@ -52,7 +52,8 @@ def main() -> None:
     args = HiRConfig(output_dir=cli.output_dir, per_device_train_batch_size=cli.per_device_batch,
                      gradient_accumulation_steps=2, num_iterations=2, max_steps=cli.max_steps,
                      max_completion_length=12, bf16=False, use_cpu=True, gradient_checkpointing=False,
-                     report_to="none", logging_steps=1, save_strategy="no", seed=0, beta=0.04)
+                     report_to="none", logging_steps=1, save_strategy="no", seed=0, beta=0.04,
+                     replay_truncated_completions=True)  # the random tiny model never emits EOS
     trainer = HiRTrainer(model=cli.model, args=args, train_dataset=load_hir_dataset(cli.data))
     rank = trainer.accelerator.process_index
     if cli.skew and rank == 1:
