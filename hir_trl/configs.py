@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import math
+import numbers
+import types
+import typing
 from dataclasses import dataclass, field
+from typing import Any
 
 from trl import GRPOConfig, ScriptArguments
 
@@ -68,8 +75,10 @@ class HiRConfig(GRPOConfig):
             field's help. ``judge_api_key_env`` is the NAME of the variable holding the key, never the key.
 
     Raises:
-        ValueError: a field out of range (negative ``num_replays``, ``eta`` or ``replay_min_satisfied``, an
-            unknown ``diversity_aggregation`` or ``reward_mode``).
+        ValueError: a field whose value does not have its declared type (a float for an integer field such as
+            ``max_steps``, a string for a boolean), or out of range: negative ``num_replays``,
+            ``replay_min_satisfied`` or ``lambda_0``, ``eta`` outside [0, 1] (the paper's range),
+            ``num_replays >= num_generations``, an unknown ``diversity_aggregation`` or ``reward_mode``.
     """
 
     num_generations: int | None = field(
@@ -231,12 +240,26 @@ class HiRConfig(GRPOConfig):
     )
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        self._validate_judge_fields()
+        problem = field_type_problem(self)  # before GRPOConfig converts anything: a float max_steps fails here
+        if problem is not None:
+            raise ValueError(problem)
         if self.num_replays < 0:
             raise ValueError(f"num_replays must be >= 0, got {self.num_replays}")
-        if self.eta < 0:
-            raise ValueError(f"eta must be >= 0, got {self.eta}")
+        if not (math.isfinite(self.lambda_0) and self.lambda_0 >= 0):
+            raise ValueError(f"lambda_0 must be a finite number >= 0 (the curriculum weight on constraint integrity; "
+                             f"paper: 2), got {self.lambda_0}")
+        if not (math.isfinite(self.eta) and 0 <= self.eta <= 1):
+            raise ValueError(f"eta must be between 0 and 1 (the curriculum pace, lambda_s = lambda_0 * (1 + eta)^s; "
+                             f"paper: 0.05), got {self.eta}")
+        m = self.num_generations
+        if self.num_replays and m is not None and self.num_replays >= m:
+            raise ValueError(
+                f"num_replays (k = {self.num_replays}) must be smaller than num_generations (m = {m}): a group's k "
+                "replays are failed completions picked from its m samples (paper: m = 6, k = 2), so with k >= m the "
+                "group would hold as many hindsight rows as sampled ones, or more. Lower num_replays or raise "
+                "num_generations.")
+        super().__post_init__()
+        self._validate_judge_fields()
         if self.replay_min_satisfied < 0:
             raise ValueError(f"replay_min_satisfied must be >= 0, got {self.replay_min_satisfied}")
         if self.diversity_aggregation not in ("mean", "sum"):
@@ -267,8 +290,8 @@ class HiRConfig(GRPOConfig):
 
         Raises:
             ValueError: a judge field out of range, an unknown ``judge_failure_policy``, a ``judge_api_key_env``
-                that is not an environment variable name (the message never shows it), or a ``judge_api_base``
-                with credentials in it.
+                that is not an environment variable name, or anything shaped like a credential in a judge field
+                (`hir_trl.judge.looks_like_credential`; the message never shows it).
         """
         from .judge import judge_settings_problem
 
@@ -276,7 +299,7 @@ class HiRConfig(GRPOConfig):
             model=self.judge_model, api_key_env=self.judge_api_key_env, max_concurrency=self.judge_max_concurrency,
             timeout=self.judge_timeout, max_retries=self.judge_max_retries, temperature=self.judge_temperature,
             failure_policy=self.judge_failure_policy, retry_backoff=self.judge_retry_backoff,
-            api_base=self.judge_api_base)
+            api_base=self.judge_api_base, cache_dir=self.judge_cache_dir)
         if problem is None and (not isinstance(self.judge_max_tokens, int) or self.judge_max_tokens < 1):
             problem = f"judge_max_tokens must be an integer >= 1, got {self.judge_max_tokens!r}"
         if problem is not None:
@@ -304,3 +327,55 @@ class HiRScriptArguments(ScriptArguments):
         metadata={"help": "When model_name_or_path is a local directory without a model, build a random-init "
                   "tiny model there first (tokenizer trained on the training data). For CPU smoke runs."},
     )
+
+    def __post_init__(self) -> None:
+        problem = field_type_problem(self)
+        if problem is None and self.dataset_max_rows is not None and self.dataset_max_rows < 1:
+            problem = f"dataset_max_rows must be >= 1, got {self.dataset_max_rows}"
+        if problem is not None:
+            raise ValueError(problem)
+
+
+_KIND_NAMES = {int: "an integer", float: "a number", bool: "true or false"}
+
+
+@functools.cache
+def _simple_field_types(cls: type) -> dict[str, type]:
+    """Fields of dataclass ``cls`` declared as int, float or bool (or Optional of one of them): name -> type."""
+    hints = typing.get_type_hints(cls)
+    kinds = {}
+    for f in dataclasses.fields(cls):
+        hint = hints.get(f.name)
+        if typing.get_origin(hint) in (typing.Union, types.UnionType):
+            core = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+            hint = core[0] if len(core) == 1 else None
+        if hint in _KIND_NAMES:
+            kinds[f.name] = hint
+    return kinds
+
+
+def field_type_problem(config: Any) -> str | None:
+    """The first field of the dataclass instance ``config`` whose value does not have its declared type, or None.
+
+    Checks the fields declared as ``int``, ``float`` or ``bool`` (or Optional of one, which also take None):
+    an integer field refuses a float (``max_steps: 2.5`` in a recipe), a bool or a string; a float field
+    refuses a bool or a string; a boolean field refuses anything but true/false (a string ``"false"`` would
+    be truthy). Values from the command line are already converted by the parser; recipe (YAML) values are not,
+    so this is what catches them at parse time, before a model is loaded.
+
+    Returns:
+        A message naming the field and the value, or None.
+    """
+    for name, kind in _simple_field_types(type(config)).items():
+        value = getattr(config, name)
+        if value is None:
+            continue
+        if kind is bool:
+            ok = isinstance(value, bool)
+        elif kind is int:
+            ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+        else:
+            ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        if not ok:
+            return f"{name} must be {_KIND_NAMES[kind]}, got {value!r} ({type(value).__name__})"
+    return None

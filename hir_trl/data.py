@@ -33,7 +33,7 @@ Native rows (one JSON object per line)::
      "messages": [{"role": "system", "content": "..."}],  # optional turns before the final user turn
      "prompt": "..."}                               # optional final user text; default: template(x, C)
 
-A malformed row stops loading with a `DatasetFormatError` that names the row index and the field.
+A malformed row stops loading with a `DatasetFormatError` that names the file, the line (or row) and the field.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -52,15 +53,29 @@ logger = logging.getLogger(__name__)
 
 HIR_DATA_SOURCES = {"type1": "ifeval", "type2": "ifbench", "type3": "muldimif"}
 HIR_Q_TYPES = ("type1", "type2", "type3", "type4", "type5", "type6")
-_LOCAL_SUFFIXES = (".json", ".jsonl", ".parquet")
+#: Suffixes that make a path that does not exist a missing local file (never a Hub id).
+_DATA_FILE_SUFFIXES = (".json", ".jsonl", ".parquet", ".csv", ".tsv", ".txt", ".arrow", ".gz", ".zst")
 
 
 class DatasetFormatError(ValueError):
-    """A row that cannot be used for training. The message names the row index and the field."""
+    """A row (or a file) that cannot be used for training. The message names where and which field.
 
-    def __init__(self, index: int | str, field: str, message: str) -> None:
-        self.index, self.field = index, field
-        super().__init__(f"row {index}: field {field!r}: {message}")
+    Attributes:
+        index: the row's 0-based position among the rows read (``-1`` for a problem with a whole file).
+        field: the field at fault, e.g. ``"extra_info.question"``; ``"<file>"`` for a file-level problem.
+        detail: what is wrong with it.
+        location: where the row is, as the user finds it: ``"data.jsonl, line 7"`` (the line number in the
+            file, counting from 1, blank lines included), ``"rows.parquet, row 3"``, or None (``"row <index>"``).
+    """
+
+    def __init__(self, index: int | str, field: str, message: str, location: str | None = None) -> None:
+        self.index, self.field, self.detail, self.location = index, field, message, location
+        where = location or f"row {index}"
+        super().__init__(f"{where}: {message}" if field.startswith("<") else f"{where}: field {field!r}: {message}")
+
+    def at(self, location: str | None) -> DatasetFormatError:
+        """The same error, located in a file (``location`` as in the class docstring)."""
+        return DatasetFormatError(self.index, self.field, self.detail, location)
 
 
 def _validate_hard(index: int, field: str, family: str, instruction_id: str, kwargs: dict[str, Any]) -> None:
@@ -72,9 +87,25 @@ def _validate_hard(index: int, field: str, family: str, instruction_id: str, kwa
 
 
 def _messages(index: int, field: str, value: Any) -> list[dict[str, Any]]:
-    if not isinstance(value, list) or not all(isinstance(m, Mapping) and "role" in m for m in value):
+    """Chat messages with a string ``role`` and a string ``content`` each (text-only training)."""
+    if not isinstance(value, list):
         raise DatasetFormatError(index, field, "expected a list of chat messages with 'role' and 'content'")
-    return [{"role": str(m["role"]), "content": m.get("content", "")} for m in value]
+    messages = []
+    for i, message in enumerate(value):
+        if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
+            raise DatasetFormatError(index, f"{field}[{i}]", "expected a chat message with a string 'role' and "
+                                     "'content'")
+        content = message.get("content")
+        if not isinstance(content, str):
+            got = "missing" if "content" not in message else f"got {type(content).__name__}"
+            raise DatasetFormatError(index, f"{field}[{i}].content", f"expected a string ({got})")
+        messages.append({"role": message["role"], "content": content})
+    return messages
+
+
+def _check_instruction(index: int, field: str, text: str) -> None:
+    if not text.strip():
+        raise DatasetFormatError(index, field, "the instruction (final user turn) is empty or whitespace")
 
 
 def normalize_hir_row(row: Mapping[str, Any], index: int, on_unverifiable: str = "soft") -> dict[str, Any]:
@@ -112,8 +143,11 @@ def normalize_hir_row(row: Mapping[str, Any], index: int, on_unverifiable: str =
     if not isinstance(task, str) or not task.strip():
         raise DatasetFormatError(index, "extra_info.question", "expected a non-empty string")
     criteria = extra.get("criteria")
-    if not isinstance(criteria, list) or not all(isinstance(c, str) for c in criteria):
+    if not isinstance(criteria, list):
         raise DatasetFormatError(index, "extra_info.criteria", "expected a list of strings")
+    for j, text in enumerate(criteria):
+        if not isinstance(text, str) or not text.strip():
+            raise DatasetFormatError(index, f"extra_info.criteria[{j}]", "expected a non-empty string")
     if len(criteria) != len(ids):
         raise DatasetFormatError(index, "extra_info.criteria", f"has {len(criteria)} items but "
                                  f"reward_model.ground_truth.instruction_id_list has {len(ids)}")
@@ -165,6 +199,7 @@ def normalize_hir_row(row: Mapping[str, Any], index: int, on_unverifiable: str =
         prompt = _messages(index, "prompt", row["prompt"])
         if not prompt or prompt[-1]["role"] != "user":
             raise DatasetFormatError(index, "prompt", "the conversation must end with a user turn")
+        _check_instruction(index, f"prompt[{len(prompt) - 1}].content", prompt[-1]["content"])
     else:
         prompt = [{"role": "user", "content": join_instruction(task, criteria, q_type)}]
     return {
@@ -221,6 +256,7 @@ def normalize_native_row(row: Mapping[str, Any], index: int) -> dict[str, Any]:
         text = join_instruction(task, [c["text"] for c in constraints], template)
     elif not isinstance(text, str):
         raise DatasetFormatError(index, "prompt", "expected a string (the final user turn)")
+    _check_instruction(index, "prompt", text)
     return {
         "prompt": history + [{"role": "user", "content": text}],
         "task": task,
@@ -254,29 +290,154 @@ def normalize_row(row: Mapping[str, Any], index: int, on_unverifiable: str = "so
                              "'task' and 'constraints')")
 
 
-def _read_local(path: Path) -> Iterable[Mapping[str, Any]]:
-    if path.suffix == ".jsonl":
-        with path.open(encoding="utf-8") as handle:
-            for line_no, line in enumerate(handle):
-                if not line.strip():
-                    continue
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DatasetFormatError(line_no, "<json>", f"line {line_no + 1} of {path} does not parse: "
-                                             f"{exc}") from None
-    elif path.suffix == ".json":
-        with path.open(encoding="utf-8") as handle:
-            data = json.load(handle)
-        if isinstance(data, Mapping) and isinstance(data.get("data"), list):
-            data = data["data"]
-        if not isinstance(data, list):
-            raise DatasetFormatError(0, "<json>", f"{path} must hold a list of rows (or {{'data': [...]}})")
-        yield from data
-    else:  # parquet
-        import datasets
+# ---------------------------------------------------------------------------------------------- reading files
 
-        yield from datasets.Dataset.from_parquet(str(path))
+_JSON_WHITESPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _file_error(path: Path | str, message: str, line: int | None = None) -> DatasetFormatError:
+    return DatasetFormatError(-1, "<file>", message, f"{path}, line {line}" if line else str(path))
+
+
+def _decode(path: Path) -> str:
+    """The file's text; a byte sequence that is not UTF-8 is an error naming its line and column."""
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - raw.rfind(b"\n", 0, exc.start)
+        raise _file_error(path, f"byte 0x{raw[exc.start]:02x} at column {column} is not UTF-8 text; save the file "
+                          "as UTF-8", line) from None
+
+
+def _read_jsonl(path: Path) -> Iterator[tuple[str, Any]]:
+    text = _decode(path)
+    for line_no, line in enumerate(text.split("\n"), start=1):  # not splitlines(): U+2028 may sit inside a string
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            hint = ("; the file looks like one JSON document, not JSON Lines: rename it to .json"
+                    if line_no == 1 and line.strip() in ("[", "{") else "")
+            raise _file_error(path, f"does not parse as JSON ({exc.msg}, column {exc.colno}){hint}", line_no) from None
+        yield f"{path}, line {line_no}", record
+
+
+def _json_value(path: Path, text: str, pos: int) -> tuple[Any, int]:
+    try:
+        return json.JSONDecoder().raw_decode(text, pos)
+    except json.JSONDecodeError as exc:
+        raise _file_error(path, f"does not parse as JSON ({exc.msg}, column {exc.colno})", exc.lineno) from None
+
+
+def _read_json(path: Path) -> Iterator[tuple[str, Any]]:
+    """Rows of a ``.json`` file holding a list of objects (located by the line each starts on) or
+    ``{"data": [...]}`` (located by their position in ``data``, from 0)."""
+    text = _decode(path)
+    pos = _JSON_WHITESPACE.match(text, 0).end()
+    if pos == len(text):
+        raise _file_error(path, "is empty")
+    if text[pos] != "[":
+        data, end = _json_value(path, text, pos)
+        rest = _JSON_WHITESPACE.match(text, end).end()
+        if rest < len(text):
+            raise _file_error(path, "holds more than one JSON value; it looks like JSON Lines (one object per line): "
+                              "rename it to .jsonl", text.count("\n", 0, rest) + 1)
+        if isinstance(data, Mapping) and isinstance(data.get("data"), list):
+            for i, record in enumerate(data["data"]):
+                yield f"{path}, data[{i}]", record
+            return
+        raise _file_error(path, "must hold a list of rows (or {'data': [...]}); a file of one JSON object per line "
+                          "must be named .jsonl")
+    pos = _JSON_WHITESPACE.match(text, pos + 1).end()
+    line, counted = 1 + text.count("\n", 0, pos), pos
+    if text[pos:pos + 1] != "]":
+        while True:
+            line += text.count("\n", counted, pos)
+            counted = pos
+            record, pos = _json_value(path, text, pos)
+            yield f"{path}, line {line}", record
+            pos = _JSON_WHITESPACE.match(text, pos).end()
+            if text[pos:pos + 1] == ",":
+                pos = _JSON_WHITESPACE.match(text, pos + 1).end()
+                continue
+            if text[pos:pos + 1] == "]":
+                break
+            raise _file_error(path, "does not parse as JSON (expected ',' or ']' after a row)",
+                              text.count("\n", 0, pos) + 1)
+    rest = _JSON_WHITESPACE.match(text, pos + 1).end()
+    if rest < len(text):
+        raise _file_error(path, "has more text after the list of rows", text.count("\n", 0, rest) + 1)
+
+
+def _read_parquet(path: Path) -> Iterator[tuple[str, Any]]:
+    import datasets
+
+    try:
+        table = datasets.Dataset.from_parquet(str(path))
+    except Exception as exc:  # noqa: BLE001 - pyarrow's many error types: any of them means "not readable"
+        raise _file_error(path, f"cannot be read as Parquet: {exc}") from exc
+    for i, record in enumerate(table):
+        yield f"{path}, row {i}", record
+
+
+def _read_file(path: Path) -> Iterator[tuple[str, Any]]:
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        return _read_jsonl(path)
+    if suffix == ".json":
+        return _read_json(path)
+    if suffix == ".parquet":
+        return _read_parquet(path)
+    why = " (a table cannot hold the nested constraints and chat messages)" if suffix in (".csv", ".tsv") else ""
+    raise _file_error(path, f"unsupported file type {path.suffix or '(none)'!r}{why}; use .jsonl (one JSON object "
+                      "per line), .json (a list of objects) or .parquet")
+
+
+def _directory_files(path: Path, split: str) -> list[Path]:
+    """The data files of ``split`` in a local dataset directory, found by the `datasets` library's conventions
+    (``train.jsonl``, ``data/test-00000.parquet``, ...; every file is ``train`` when no name says otherwise)."""
+    from datasets.data_files import DataFilesDict, EmptyDatasetError, get_data_patterns
+
+    try:
+        files = DataFilesDict.from_patterns(get_data_patterns(str(path)), base_path=str(path))
+    except EmptyDatasetError:
+        raise _file_error(path, "is a directory without data files (.jsonl, .json or .parquet)") from None
+    if split not in files:
+        raise _file_error(path, f"has no {split!r} split; its splits: {sorted(map(str, files))}")
+    return [Path(f) for f in files[split]]
+
+
+def _looks_local(source: str | os.PathLike) -> bool:
+    """True for what can only be a local path (never a Hub id ``org/name``)."""
+    text = os.fspath(source)
+    return (isinstance(source, os.PathLike) or text.startswith(("/", "./", "../", "~", ".\\"))
+            or Path(text).suffix.lower() in _DATA_FILE_SUFFIXES or len(Path(text).parts) > 2)
+
+
+def _records(source: str | os.PathLike, split: str, name: str | None) -> Iterator[tuple[str, Any]]:
+    """``(location, raw row)`` of every row of ``source``; see `load_rows`."""
+    path = Path(source).expanduser()
+    if path.is_file():
+        yield from _read_file(path)
+        return
+    if path.is_dir() and name is None:
+        for file in _directory_files(path, split):
+            yield from _read_file(file)
+        return
+    if not path.exists() and _looks_local(source):
+        raise FileNotFoundError(f"dataset file {path} does not exist")
+    import datasets
+
+    try:
+        table = datasets.load_dataset(os.fspath(source), name=name, split=split)
+    except Exception as exc:  # noqa: BLE001 - any failure of the Hub path gets one message naming the source
+        raise DatasetFormatError(-1, "<source>", f"no local file or directory has this name, and loading it as a "
+                                 f"Hub dataset failed: {exc}", os.fspath(source)) from exc
+    for i, record in enumerate(table):
+        yield f"{source} ({split} split), row {i}", record
 
 
 def load_rows(source: str | os.PathLike, split: str = "train", name: str | None = None,
@@ -284,35 +445,64 @@ def load_rows(source: str | os.PathLike, split: str = "train", name: str | None 
     """Read and normalize every row of ``source``.
 
     Args:
-        source: a local ``.json``/``.jsonl``/``.parquet`` file, a local dataset directory, or a Hub dataset
-            id such as ``sastpg/HIR-16K`` (loaded with `datasets.load_dataset`).
+        source: a local ``.jsonl`` (one JSON object per line), ``.json`` (a list of objects, or ``{"data":
+            [...]}``) or ``.parquet`` file; a local directory of such files (``split`` picks the files by the
+            `datasets` naming conventions; files of both row schemas may be mixed); or a Hub dataset id such as
+            ``sastpg/HIR-16K`` (loaded with `datasets.load_dataset`).
         split: the split for directories and Hub ids.
-        name: the dataset configuration for directories and Hub ids.
+        name: the dataset configuration for Hub ids (a directory with ``name`` is also loaded by `datasets`).
         on_unverifiable: ``"soft"`` (default) or ``"error"``, see `normalize_hir_row`.
 
     Returns:
-        Normalized rows (see the module docstring).
+        Normalized rows (see the module docstring), in file order. Logs a warning naming the rows when
+        several rows share an id (their ``row_id`` would not tell them apart in the completion logs).
 
     Raises:
-        DatasetFormatError: the first malformed row, naming its index and field.
-        FileNotFoundError: a local file path that does not exist.
+        DatasetFormatError: the first malformed row, or a file that cannot be read, named by file and line
+            (``data.jsonl, line 7``: the line number in the file, counting from 1; ``rows.parquet, row 3`` for
+            Parquet rows, counting from 0): bytes that are not UTF-8, a line that does not parse, JSON Lines
+            saved as ``.json``, an unsupported file type such as ``.csv``, a row of neither schema, a missing or
+            malformed field. Also a source that is neither local nor loadable from the Hub.
+        FileNotFoundError: a local path that does not exist.
+        ValueError: an unknown ``on_unverifiable``.
     """
-    path = Path(source)
-    if path.suffix in _LOCAL_SUFFIXES and not path.is_dir():
-        if not path.exists():
-            raise FileNotFoundError(f"dataset file {path} does not exist")
-        raw: Iterable[Mapping[str, Any]] = _read_local(path)
-    else:
-        import datasets
-
-        raw = datasets.load_dataset(str(source), name=name, split=split)
-    rows = [normalize_row(row, index, on_unverifiable) for index, row in enumerate(raw)]
+    if on_unverifiable not in ("soft", "error"):
+        raise ValueError(f"on_unverifiable must be 'soft' or 'error', got {on_unverifiable!r}")
+    rows, locations = [], []
+    for index, (location, record) in enumerate(_records(source, split, name)):
+        try:
+            rows.append(normalize_row(record, index, on_unverifiable))
+        except DatasetFormatError as exc:
+            raise exc.at(location) from None
+        locations.append(location)
     softened = [i for i, row in enumerate(rows)
                 if any(c["kind"] == "soft" and c["instruction_id"] for c in row["constraints"])]
     if softened:
-        logger.warning("%s: %d rows have a requirement no rule verifier can parse; it is kept as a soft "
-                       "(LLM-judged) constraint. Rows: %s", source, len(softened), softened[:20])
+        logger.warning("%d rows have a requirement no rule verifier can parse; it is kept as a soft (LLM-judged) "
+                       "constraint: %s", len(softened), _where(locations, softened))
+    by_id: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        by_id.setdefault(row["row_id"], []).append(i)
+    shared = {row_id: indices for row_id, indices in by_id.items() if len(indices) > 1}
+    if shared:
+        shown = "; ".join(f"id {row_id!r} at {_where(locations, indices)}" for row_id, indices in
+                          list(shared.items())[:5])
+        more = f"; and {len(shared) - 5} more ids" if len(shared) > 5 else ""
+        logger.warning("Several rows share an id, so row_id in the completion logs does not tell them apart (give "
+                       "each row its own 'id'): %s%s", shown, more)
     return rows
+
+
+def _where(locations: list[str], indices: list[int], limit: int = 20) -> str:
+    """The rows at ``indices``, e.g. ``"data.jsonl, lines 3, 9"`` (at most ``limit`` shown)."""
+    shown = [locations[i].rsplit(", ", 1) for i in indices[:limit]]
+    tails = [part[-1].split(" ") for part in shown]
+    if (all(len(part) == 2 for part in shown) and len({part[0] for part in shown}) == 1
+            and all(len(t) == 2 and t[0] == tails[0][0] for t in tails)):
+        text = f"{shown[0][0]}, {tails[0][0]}{'s' if len(tails) > 1 else ''} " + ", ".join(t[1] for t in tails)
+    else:
+        text = "; ".join(", ".join(part) for part in shown)
+    return text + (f" and {len(indices) - limit} more" if len(indices) > limit else "")
 
 
 def load_hir_dataset(source: str | os.PathLike, split: str = "train", name: str | None = None,
@@ -320,12 +510,18 @@ def load_hir_dataset(source: str | os.PathLike, split: str = "train", name: str 
     """Load ``source`` as a `datasets.Dataset` of normalized rows, ready for `HiRTrainer`.
 
     See `load_rows` for the arguments and errors; ``max_rows`` keeps the first rows only.
+
+    Raises:
+        ValueError: ``max_rows`` is not a positive integer; see also `load_rows`.
+        DatasetFormatError: as `load_rows`, or no rows at all.
     """
     import datasets
 
+    if max_rows is not None and (isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1):
+        raise ValueError(f"dataset_max_rows must be an integer >= 1, got {max_rows!r}")
     rows = load_rows(source, split=split, name=name, on_unverifiable=on_unverifiable)
     if max_rows is not None:
         rows = rows[:max_rows]
     if not rows:
-        raise DatasetFormatError(0, "<rows>", f"{source} holds no rows")
+        raise DatasetFormatError(-1, "<rows>", "holds no rows", os.fspath(source))
     return datasets.Dataset.from_list(rows)

@@ -27,7 +27,8 @@ How a batch is judged (`LiteLLMJudge.__call__`):
 
 The API key is read from the environment variable named by ``api_key_env`` at each request and is
 never stored on the judge or the config; error texts are redacted (the current key, bearer tokens and
-``sk-...`` strings become ``***``).
+anything shaped like a credential become ``***``). No judge setting may hold a credential
+(`judge_settings_problem`): a key pasted into a field is refused without being shown.
 
 litellm is imported lazily (first request), with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` (no network
 fetch of the price map at import) and ``LITELLM_MODE=PRODUCTION`` (no ``.env`` loading) set first
@@ -97,6 +98,21 @@ _LEADING_NOISE = re.compile(r"^[\s\"'`*_#>\[\]{}()~.:-]+")
 # YES/NO as a whole word: followed by the end, whitespace or punctuation (not a letter, digit or hyphen).
 _YES_NO = re.compile(r"(yes|no)(?![\w-])", re.I)
 _SECRET_PATTERNS = (re.compile(r"(Bearer\s+)\S+", re.I), re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}"))
+#: Shapes of credentials, as they appear in a value: provider prefixes (OpenAI/DeepSeek/Anthropic ``sk-``,
+#: Hugging Face ``hf_``, GitHub, GitLab, Slack, AWS, Google, Groq, Replicate, Perplexity, NVIDIA, xAI), JWTs, and
+#: hexadecimal strings of 32 or more digits (API keys of many providers).
+_CREDENTIAL_SHAPES = re.compile(
+    r"(?<![A-Za-z0-9])(?:"
+    r"sk-[A-Za-z0-9_\-]{8,}|sk_(?:live|test)_[A-Za-z0-9]{8,}|hf_[A-Za-z0-9]{16,}|api_org_[A-Za-z0-9]{16,}"
+    r"|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_\-]{16,}|xox[abprs]-[A-Za-z0-9-]{10,}"
+    r"|(?:AKIA|ASIA)[0-9A-Z]{16}|AIza[0-9A-Za-z_\-]{30,}|gsk_[A-Za-z0-9]{20,}|r8_[A-Za-z0-9]{20,}"
+    r"|pplx-[A-Za-z0-9]{20,}|nvapi-[A-Za-z0-9_\-]{20,}|xai-[A-Za-z0-9]{20,}"
+    r"|eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*"
+    r"|[0-9a-fA-F]{32,}"
+    r")(?![A-Za-z0-9])")
+#: Parameter names that carry a credential in a URL's query or fragment (``?api_key=...``, ``#token=...``).
+_CREDENTIAL_PARAMS = re.compile(r"(?:api[_-]?key|key|token|access[_-]?token|auth|authorization|secret|password|passwd"
+                                r"|pwd|sig|signature|credential|credentials|session)$", re.I)
 
 
 class JudgeError(RuntimeError):
@@ -410,7 +426,7 @@ class LiteLLMJudge:
         problem = judge_settings_problem(model=model, api_key_env=api_key_env, max_concurrency=max_concurrency,
                                          timeout=timeout, max_retries=max_retries, temperature=temperature,
                                          failure_policy=failure_policy, retry_backoff=retry_backoff,
-                                         api_base=api_base)
+                                         api_base=api_base, cache_dir=None if cache_dir is None else str(cache_dir))
         if problem:
             raise ValueError(problem)
         if extra_kwargs and {"api_key", "headers", "extra_headers"} & set(extra_kwargs):
@@ -654,25 +670,82 @@ class LiteLLMJudge:
             text = text.replace(key, "***")
         for pattern in _SECRET_PATTERNS:
             text = pattern.sub(lambda m: (m.group(1) if m.groups() else "sk-") + "***", text)
-        return text[:500]
+        return _CREDENTIAL_SHAPES.sub("***", text)[:500]
 
 
 # ---------------------------------------------------------------------------------------------- config
 
 
+def _high_entropy(text: str, hex_keys: bool = True) -> bool:
+    """A run of 20+ letters and digits (no separators) that mixes digits and letters or both letter cases, with
+    at least 3.5 bits of entropy per character: the shape of a random key, not of a name such as
+    ``DEEPSEEK_API_KEY``, ``Qwen3-30B-A3B-Instruct-2507`` or ``MyJudgeApiKeyVariable``. Without ``hex_keys``,
+    runs of hex digits only (a commit hash in a path) do not count."""
+    for run in re.findall(r"[A-Za-z0-9]{20,}", text):
+        if not hex_keys and re.fullmatch(r"[0-9a-fA-F]+", run):
+            continue
+        digits, lower, upper = (any(f(c) for c in run) for f in (str.isdigit, str.islower, str.isupper))
+        if not (digits and (lower or upper)) and not (len(run) >= 32 and lower and upper):
+            continue
+        counts = [run.count(c) for c in set(run)]
+        entropy = -sum(n / len(run) * math.log2(n / len(run)) for n in counts)
+        if entropy >= 3.5:
+            return True
+    return False
+
+
+def looks_like_credential(value: str, hex_keys: bool = True) -> bool:
+    """True when ``value`` holds something shaped like a credential: a known key prefix (``sk-``, ``hf_``,
+    ``ghp_``, ``AKIA``, ``AIza``, ...), a JWT, a long random-looking string (see `_high_entropy`) or, with
+    ``hex_keys``, 32 or more hex digits. Used to refuse keys pasted into judge fields, without echoing them."""
+    for match in _CREDENTIAL_SHAPES.finditer(value):
+        if hex_keys or not re.fullmatch(r"[0-9a-fA-F]+", match.group(0)):
+            return True
+    return _high_entropy(value, hex_keys)
+
+
+def _url_credential(url: str) -> str | None:
+    """Which part of ``url`` holds a credential (``"user:password@"``, ``"query parameter 'api_key'"``, ...), or None."""
+    parts = urlsplit(url)
+    if "@" in parts.netloc:
+        return "the user:password@ part"
+    for where, text in (("query", parts.query), ("fragment", parts.fragment)):
+        for item in re.split(r"[&;]", text):
+            name, _, value = item.partition("=")
+            if value and _CREDENTIAL_PARAMS.search(name.strip()):
+                return f"the {where} parameter {name.strip()!r}"
+            if looks_like_credential(item):
+                return f"the {where}"
+    if looks_like_credential(parts.netloc) or looks_like_credential(parts.path):
+        return "the host or path"
+    return None
+
+
 def judge_settings_problem(*, model: str | None, api_key_env: str | None, max_concurrency: int, timeout: float,
                            max_retries: int, temperature: float, failure_policy: str, retry_backoff: float,
-                           api_base: str | None = None) -> str | None:
-    """What is wrong with these judge settings (a message naming the field), or None. Never echoes a key."""
+                           api_base: str | None = None, cache_dir: str | None = None) -> str | None:
+    """What is wrong with these judge settings (a message naming the field), or None.
+
+    No judge field may hold a credential (see `looks_like_credential`): the config is saved into every checkpoint
+    (``training_args.bin``), which a Hub push uploads. ``api_key_env`` must be the NAME of an environment
+    variable, and ``api_base`` may carry no credential anywhere (``user:pw@``, ``?api_key=...``, a key in the
+    path). Messages never echo a value that looks like a credential.
+    """
     if model is not None and not isinstance(model, str):
         return f"judge_model must be a litellm model string, got {type(model).__name__}"
-    if api_base and "@" in urlsplit(api_base).netloc:
-        return ("judge_api_base must not contain credentials (user:password@host); put the key in the environment "
-                "variable named by judge_api_key_env")
-    if api_key_env and not _ENV_NAME.fullmatch(api_key_env):
+    fix = "put the key in an environment variable and give its NAME in judge_api_key_env; the value is not shown"
+    if api_key_env and (not isinstance(api_key_env, str) or not _ENV_NAME.fullmatch(api_key_env)
+                        or looks_like_credential(api_key_env)):
         # Do not echo the value: a user may have pasted the key itself here.
-        return ("judge_api_key_env must be the NAME of an environment variable (letters, digits, '_'), not the "
-                "key itself; the value given is not shown")
+        return ("judge_api_key_env must be the NAME of an environment variable (letters, digits, '_', e.g. "
+                "DEEPSEEK_API_KEY), not the key itself; the value given is not shown")
+    if api_base:
+        where = _url_credential(api_base) if isinstance(api_base, str) else None
+        if where is not None:
+            return f"judge_api_base must not contain credentials (found in {where}); {fix}"
+    for name, value in (("judge_model", model), ("judge_cache_dir", cache_dir)):
+        if isinstance(value, str) and looks_like_credential(value, hex_keys=False):  # paths may hold commit hashes
+            return f"{name} looks like it contains a credential; {fix}"
     if not isinstance(max_concurrency, int) or max_concurrency < 1:
         return f"judge_max_concurrency must be an integer >= 1, got {max_concurrency!r}"
     if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):

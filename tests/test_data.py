@@ -37,7 +37,7 @@ def test_shared_hir16k_file_loads_every_row():
     # 4 real requirements no rule can check become soft (LLM-judged) constraints; the rest are hard
     soft = [(i, c["instruction_id"]) for i, row in enumerate(rows) for c in row["constraints"] if c["kind"] == "soft"]
     assert [i for i, _ in soft] == [136, 213, 250, 367]
-    with pytest.raises(DatasetFormatError, match="row 136: field 'reward_model.ground_truth.instruction_id_list"):
+    with pytest.raises(DatasetFormatError, match="line 137: field 'reward_model.ground_truth.instruction_id_list"):
         load_rows(path, on_unverifiable="error")
     for raw, row in zip((json.loads(line) for line in path.open()), rows):
         truth = json.loads(raw["reward_model"]["ground_truth"])
@@ -100,7 +100,7 @@ def test_malformed_hir_row_names_row_and_field(tmp_path, mutate, field, message)
     with pytest.raises(DatasetFormatError) as info:
         load_rows(path)
     assert info.value.index == 3 and info.value.field == field
-    assert f"row 3: field {field!r}" in str(info.value) and message in str(info.value)
+    assert f"data.jsonl, line 4: field {field!r}" in str(info.value) and message in str(info.value)
 
 
 def test_malformed_type3_triplet(tmp_path):
