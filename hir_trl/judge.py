@@ -115,6 +115,13 @@ _CREDENTIAL_PARAMS = re.compile(r"(?:api[_-]?key|key|token|access[_-]?token|auth
                                 r"|pwd|sig|signature|credential|credentials|session)$", re.I)
 
 
+class MissingJudgeKeyError(KeyError):
+    """The environment variable named by ``api_key_env`` is not set (a `KeyError`; ``args[0]`` is the message)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 class JudgeError(RuntimeError):
     """The judge could not produce a verdict and ``failure_policy`` is ``"raise"``.
 
@@ -414,7 +421,8 @@ class LiteLLMJudge:
     Raises:
         ValueError: a setting out of range, an unknown ``failure_policy``, an ``api_key_env`` that is not
             an environment variable name, or credentials in ``api_base`` or ``extra_kwargs``.
-        KeyError: ``api_key_env`` names a variable that is not set (checked at construction).
+        MissingJudgeKeyError: (a `KeyError`) ``api_key_env`` names a variable that is not set (checked at
+            construction).
     """
 
     def __init__(self, model: str = DEFAULT_JUDGE_MODEL, *, api_base: str | None = None,
@@ -432,8 +440,8 @@ class LiteLLMJudge:
         if extra_kwargs and {"api_key", "headers", "extra_headers"} & set(extra_kwargs):
             raise ValueError("extra_kwargs must not carry credentials; name the key's variable in api_key_env")
         if api_key_env and api_key_env not in os.environ:
-            raise KeyError(f"the judge's API key variable {api_key_env!r} is not set; export it, or set "
-                           "judge_api_key_env to '' for a server without authentication")
+            raise MissingJudgeKeyError(f"the judge's API key variable {api_key_env!r} is not set; export it, or set "
+                                       "judge_api_key_env to '' for a server without authentication")
         self.model, self.api_base, self.api_key_env = model, api_base, api_key_env or None
         self.max_concurrency, self.timeout, self.max_retries = max_concurrency, float(timeout), max_retries
         self.temperature, self.failure_policy = float(temperature), failure_policy
@@ -768,7 +776,7 @@ def build_judge(args: HiRConfig) -> LiteLLMJudge | None:
     the caller's decision.
 
     Raises:
-        KeyError: ``args.judge_api_key_env`` names an environment variable that is not set.
+        MissingJudgeKeyError: (a `KeyError`) ``args.judge_api_key_env`` names an environment variable that is not set.
     """
     if not args.judge_model:
         return None

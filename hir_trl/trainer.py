@@ -304,12 +304,21 @@ class HiRTrainer(GRPOTrainer):
                     shutil.copyfile(card, os.path.join(folder, "README.md"))
 
     def _load_optimizer_and_scheduler(self, checkpoint):
-        """Override of `GRPOTrainer._load_optimizer_and_scheduler`: also restore the replay RNG on resume."""
+        """Override of `GRPOTrainer._load_optimizer_and_scheduler`: also restore the replay RNG on resume.
+
+        A checkpoint without ``hir_state.json`` (saved by another trainer, or copied without it) resumes with a
+        warning: the replay RNG (``replay_selection="random"`` only) restarts from ``seed``; lambda, the model, the
+        optimizer and the step counter resume exactly.
+        """
         super()._load_optimizer_and_scheduler(checkpoint)
         if checkpoint is not None and os.path.isfile(os.path.join(checkpoint, HIR_STATE_FILE)):
             with open(os.path.join(checkpoint, HIR_STATE_FILE)) as handle:
                 version, internal, gauss = json.load(handle)["replay_rng"]
             self._replay_rng.setstate((version, tuple(internal), gauss))
+        elif checkpoint is not None:
+            logger.warning("%s has no %s: resuming, but the replay RNG (used by replay_selection='random') restarts "
+                           "from seed=%d; lambda, the model, the optimizer and the step counter resume exactly",
+                           checkpoint, HIR_STATE_FILE, self.args.seed)
 
     # ------------------------------------------------------------------ HiR
 

@@ -1,0 +1,170 @@
+"""The readable summary ``hir-trl train`` prints at the end of a run.
+
+It has three parts:
+
+1. per logged step: ILA and CLA of the sampled completions (``reward/ila``, ``reward/cla``), the hindsight
+   replays made (``hir/replayed_rows``) and the supplementary samples (``hir/supplementary_samples``), read from
+   the trainer's log history;
+2. example replays from the completion log (``log_completions: true``): for each, the original instruction q,
+   the constraints the hindsight instruction q' kept (those the completion met), and the start of the completion y;
+3. where the final model, the latest checkpoint, the completion log and the model card are.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+#: Most step rows shown; longer runs show evenly spaced steps (always the first and the last).
+MAX_STEP_ROWS = 25
+
+
+def _steps(log_history: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [entry for entry in log_history if "reward/ila" in entry or "hir/replayed_rows" in entry]
+
+
+def _pick(rows: list[Any], limit: int) -> list[Any]:
+    if len(rows) <= limit:
+        return rows
+    keep = sorted({round(i * (len(rows) - 1) / (limit - 1)) for i in range(limit)})
+    return [rows[i] for i in keep]
+
+
+def _pct(value: Any) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{100 * value:.1f}"
+
+
+def _count(value: Any) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+def step_table(log_history: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Lines of the per-step table (ILA %, CLA %, replays, supplementary samples), plus totals."""
+    steps = _steps(log_history)
+    if not steps:
+        return ["No training step was logged."]
+    header = ("step", "ILA %", "CLA %", "replays", "supplementary")
+    rows = [(str(e.get("step", "?")), _pct(e.get("reward/ila")), _pct(e.get("reward/cla")),
+             _count(e.get("hir/replayed_rows")), _count(e.get("hir/supplementary_samples")))
+            for e in _pick(steps, MAX_STEP_ROWS)]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in [header, *rows]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    if len(rows) < len(steps):
+        lines.append(f"({len(rows)} of {len(steps)} logged steps shown)")
+    replays = sum(e.get("hir/replayed_rows") or 0 for e in steps)
+    supplementary = sum(e.get("hir/supplementary_samples") or 0 for e in steps)
+    lines.append(f"Replays made: {replays:g}; supplementary samples: {supplementary:g} (over {len(steps)} logged "
+                 "steps; with logging_steps > 1 each row is a mean over its steps).")
+    return lines
+
+
+def _text(message_list: Any) -> str:
+    """The content of the last turn of a logged prompt/completion (a list of chat messages, or a string)."""
+    if isinstance(message_list, str):
+        return message_list
+    try:
+        last = list(message_list)[-1]
+        return str(last.get("content", ""))
+    except (IndexError, TypeError, AttributeError):
+        return str(message_list)
+
+
+def _clip(text: str, width: int) -> str:
+    text = re.sub(r"\s+", " ", text).strip()
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def example_replays(completions_dir: str | os.PathLike, rows_by_id: Mapping[str, Mapping[str, Any]] | None = None,
+                    count: int = 2) -> list[dict[str, Any]]:
+    """Up to ``count`` hindsight replays from the newest completion-log file that has some (distinct source rows).
+
+    Args:
+        completions_dir: ``<output_dir>/completions`` (TRL's ``completions_<step>.parquet`` files).
+        rows_by_id: normalized dataset rows by ``row_id``, to name the kept constraints by their text.
+
+    Returns:
+        Dicts with ``step``, ``row_id``, ``q`` (the original instruction: the prompt of the source row's sampled
+        completions), ``kept`` (constraint texts, or indices when the row is unknown) and ``y`` (the completion).
+    """
+    import pandas as pd
+
+    files = sorted(Path(completions_dir).glob("completions_*.parquet"), reverse=True)
+    for path in files:
+        table = pd.read_parquet(path)
+        if "hindsight" not in table.columns or not table["hindsight"].any():
+            continue
+        originals = table[~table["hindsight"] & ~table.get("supplementary", False)]
+        q_by_id = {str(r["row_id"]): _text(r["prompt"]) for _, r in originals.iterrows()}
+        examples, seen = [], set()
+        for _, r in table[table["hindsight"]].iterrows():
+            row_id = str(r["row_id"])
+            if row_id in seen:
+                continue
+            seen.add(row_id)
+            kept = json.loads(r["kept_constraints"]) if isinstance(r["kept_constraints"], str) else []
+            source = (rows_by_id or {}).get(row_id)
+            if source is not None:
+                kept = [source["constraints"][i]["text"] for i in kept if i < len(source["constraints"])]
+                q = _text(source["prompt"])
+            else:
+                q = q_by_id.get(row_id, "(not in the completion log)")
+            examples.append({"step": int(r.get("step", 0)), "row_id": row_id, "q": q, "kept": kept,
+                             "y": _text(r["completion"])})
+            if len(examples) == count:
+                break
+        return examples
+    return []
+
+
+def training_summary(output_dir: str | os.PathLike, log_history: Sequence[Mapping[str, Any]],
+                     dataset: Any = None, log_completions: bool = True, count: int = 2) -> str:
+    """The end-of-run summary of a ``hir-trl train`` run (see the module docstring).
+
+    Args:
+        output_dir: the run's ``output_dir`` (the final model, ``checkpoint-*``, ``completions/``, ``README.md``).
+        log_history: ``trainer.state.log_history``.
+        dataset: the training rows (`hir_trl.load_hir_dataset`), to show the kept constraints' texts.
+        log_completions: whether the run wrote completion logs (else the examples are skipped, with a hint).
+        count: example replays to show.
+
+    Returns:
+        The summary text (several lines, ending with a newline).
+    """
+    output_dir = Path(output_dir)
+    lines = ["", "=" * 30 + " HiR run summary " + "=" * 30, "", "Per step (ILA, CLA: sampled completions under q):"]
+    lines += ["  " + line for line in step_table(log_history)]
+    completions = output_dir / "completions"
+    lines += ["", "Example replays (hindsight instruction q' keeps the constraints the completion y met):"]
+    if not log_completions:
+        lines.append("  (set log_completions: true to see example replays)")
+    else:
+        rows_by_id: dict[str, Mapping[str, Any]] = {}
+        for row in dataset if dataset is not None else []:
+            rows_by_id.setdefault(str(row["row_id"]), row)
+        examples = example_replays(completions, rows_by_id, count) if completions.is_dir() else []
+        if not examples:
+            lines.append("  (no replay in the completion log: no failed completion met any constraint)")
+        for n, ex in enumerate(examples, start=1):
+            lines.append(f"  [{n}] step {ex['step']}, row {ex['row_id']}")
+            lines.append(f"      q : {_clip(ex['q'], 300)}")
+            lines.append("      q' keeps:")
+            lines += [f"        - {_clip(str(c), 150)}" for c in ex["kept"]] or ["        (none)"]
+            lines.append(f"      y : {_clip(ex['y'], 160)!r}")
+    checkpoints = sorted((p for p in output_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
+                         key=lambda p: int(p.name.split("-")[-1]))
+    lines += ["", "Where things are:", f"  final model     : {output_dir}"]
+    lines.append(f"  last checkpoint : {checkpoints[-1] if checkpoints else '(none saved)'}")
+    lines.append(f"  completion log  : {completions if completions.is_dir() else '(none: log_completions is off)'}")
+    card = output_dir / "README.md"
+    lines.append(f"  model card      : {card if card.is_file() else '(none)'}")
+    lines.append(f"  metrics         : {output_dir / 'trainer_state.json'} (log_history)")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["example_replays", "step_table", "training_summary"]
