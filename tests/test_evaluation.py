@@ -204,7 +204,12 @@ def test_fewer_samples_than_others_are_reported(tmp_path, capsys, two_rows):
     responses = write_jsonl(tmp_path / "responses.jsonl", [{"prompt": "P1", "response": EN},
                                                            {"prompt": "P1", "response": EN},
                                                            {"prompt": "P2", "response": EN}])
-    code, out, _ = run_main(capsys, "score", "-b", bench, "-r", responses)
+    # uneven counts (here: one duplicated line) are an error unless the number of samples is chosen explicitly
+    code, out, err = run_main(capsys, "score", "-b", bench, "-r", responses)
+    assert code == 2 and not out and "different numbers of responses" in err and "--num-samples" in err
+    assert "1 prompt has 2 (e.g. k1)" in err and "1 prompt has 1 (e.g. k2)" in err
+    assert not (tmp_path / "responses.report.json").exists()
+    code, out, _ = run_main(capsys, "score", "-b", bench, "-r", responses, "--num-samples", "2")
     assert code == 0 and "1 prompt has fewer than 2 responses (the missing samples count as failures): k2 (1)" in out
     b = json.loads((tmp_path / "responses.report.json").read_text())["benchmarks"]["IFEval"]
     assert b["metrics"]["prompt_level_strict_acc"]["per_sample"] == [1.0, 0.5]
@@ -645,3 +650,85 @@ def test_plot_png_of_per_category_accuracy(tmp_path, capsys, two_rows):
     code, out, _ = run_main(capsys, "score", "-b", bench, "-r", responses, "--plot", tmp_path / "cats.png")
     assert code == 0 and f"Plot: {tmp_path / 'cats.png'}" in out
     assert (tmp_path / "cats.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --------------------------------------------------------------------------------------------------
+# No quietly wrong number (issue 15, section 4)
+# --------------------------------------------------------------------------------------------------
+
+
+def test_compare_refuses_two_runs_of_one_name_on_one_benchmark(tmp_path, capsys, two_rows):
+    """`score` names a run after <folder>/<stem> of its responses file, so modelA/responses.jsonl and
+    modelB/responses.jsonl stay apart; two reports that still share a name and a benchmark are an error."""
+    bench, _ = two_rows
+    reports = []
+    for model, response in (("modelA", EN), ("modelB", EN.replace("story", "story,"))):
+        folder = tmp_path / model
+        folder.mkdir()
+        responses = write_jsonl(folder / "responses.jsonl", [{"prompt": "P1", "response": response},
+                                                              {"prompt": "P2", "response": response}])
+        assert run_main(capsys, "score", "-b", bench, "-r", responses)[0] == 0
+        reports.append(folder / "responses.report.json")
+    names = [json.loads(p.read_text())["run_name"] for p in reports]
+    assert names == ["modelA/responses", "modelB/responses"]
+    code, out, _ = run_main(capsys, "--compare", *reports)
+    assert code == 0
+    assert out.splitlines()[2].split() == ["modelA/responses", "100.0", "(+0.0)"]
+    assert out.splitlines()[3].split() == ["modelB/responses", "0.0", "(-100.0)"]  # both runs are in the table
+
+    same = [_fake_report("responses", {"IFEval": 0.5}), _fake_report("responses", {"IFEval": 0.9})]
+    paths = [tmp_path / "a.json", tmp_path / "b.json"]
+    for path, report in zip(paths, same):
+        path.write_text(json.dumps(report))
+    code, out, err = run_main(capsys, "--compare", *paths)
+    assert code == 2 and not out
+    assert "reports 1 and 2 are both named 'responses' and both have IFEval" in err and "--names" in err
+    code, out, _ = run_main(capsys, "--compare", *paths, "--names", "a", "b")
+    assert code == 0 and "90.0 (+40.0)" in out
+
+
+def test_responses_that_match_no_prompt_exit_nonzero(tmp_path, capsys, two_rows):
+    bench, _ = two_rows
+    other = write_jsonl(tmp_path / "other_bench.jsonl", [
+        {"key": "z1", "prompt": "Q1", "instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}])
+    responses = write_jsonl(tmp_path / "responses.jsonl", [{"prompt": "P1", "response": EN},
+                                                           {"prompt": "P2", "response": EN}])
+    code, out, err = run_main(capsys, "score", "-b", other, "-r", responses)  # the wrong benchmark
+    assert code == 2 and not out
+    assert "no response in" in err and "matches a prompt of IFEval" in err and "right benchmark" in err
+    # one benchmark of two matched: still an error (its 0.0 would look like a result)
+    code, _, err = run_main(capsys, "score", "-b", f"mine={bench}", f"theirs={other}", "-r", responses)
+    assert code == 2 and "matches a prompt of theirs" in err
+    assert not (tmp_path / "responses.report.json").exists()
+    code, _, _ = run_main(capsys, "score", "-b", bench, "-r", responses)
+    assert code == 0
+
+
+def test_directory_as_benchmark_is_a_clean_error(tmp_path, capsys, two_rows):
+    bench, _ = two_rows
+    responses = write_jsonl(tmp_path / "responses.jsonl", [{"prompt": "P1", "response": EN}])
+    code, out, err = run_main(capsys, "score", "-b", tmp_path, "-r", responses)
+    assert code == 2 and not out
+    assert err.startswith("hir-trl eval: error: ") and err.count("\n") == 1
+    assert f"{tmp_path} is a directory" in err and "bench.jsonl" in err and "--format hir" in err
+    with pytest.raises(BenchmarkFormatError, match="is a directory"):
+        load_benchmark(tmp_path)
+
+
+def test_metric_that_does_not_apply_says_so(tmp_path, capsys):
+    base = _fake_report("base", {"IFEval": 0.5, "MulDimIF": 0.4})
+    hir = _fake_report("hir", {"IFEval": 0.6, "MulDimIF": 0.8})
+    for report in (base, hir):  # IFEval reports no CLA; MulDimIF does
+        report["benchmarks"]["IFEval"]["metrics"] = {"prompt_level_strict_acc": {"mean": 0.5, "std": 0.0}}
+    paths = [tmp_path / "base.json", tmp_path / "hir.json"]
+    for path, report in zip(paths, (base, hir)):
+        path.write_text(json.dumps(report))
+    code, out, _ = run_main(capsys, "compare", *paths, "--metric", "cla")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["Model", "IFEval", "MulDimIF"]
+    assert lines[3].split() == ["hir", "n/a", "40.0", "(+20.0)"]
+    assert "cla does not apply to IFEval (n/a); its metrics: prompt_level_strict_acc." in out
+    code, out, err = run_main(capsys, "compare", *paths, "--metric", "prompt_level_loose_acc")
+    assert code == 2 and not out
+    assert "--metric 'prompt_level_loose_acc' applies to none of these benchmarks" in err and "cla" in err

@@ -338,7 +338,8 @@ def load_benchmark(source: str | os.PathLike, format: str = "auto", name: str | 
 
     Raises:
         FileNotFoundError: a local path that does not exist.
-        BenchmarkFormatError: an undetectable format or a malformed row (named by index and field).
+        BenchmarkFormatError: an undetectable format, a malformed row (named by index and field), or a directory
+            without ``format="hir"``.
         hir_trl.DatasetFormatError: a malformed HIR/native row (including an unknown instruction id).
     """
     if format != "auto" and format not in FORMATS:
@@ -347,6 +348,11 @@ def load_benchmark(source: str | os.PathLike, format: str = "auto", name: str | 
         raise ValueError(f"limit must be >= 1, got {limit}")
     path = Path(source)
     local = path.exists()
+    if path.is_dir() and format != "hir":
+        inside = sorted(p.name for p in path.iterdir() if p.suffix in (".json", ".jsonl"))[:3]
+        raise BenchmarkFormatError(f"{path} is a directory; give the benchmark file itself"
+                                   f"{' (it holds ' + ', '.join(inside) + ')' if inside else ''}, or --format hir "
+                                   "for a folder of HIR/native data files")
     if not local and (format != "hir" or path.suffix in (".json", ".jsonl")):
         raise FileNotFoundError(f"benchmark file {path} does not exist")
     if format == "hir" and (not local or path.is_dir() or path.suffix == ".parquet"):

@@ -39,7 +39,9 @@ def _add_benchmark_args(parser: argparse.ArgumentParser) -> None:
                              "error naming the rows)")
     parser.add_argument("--pass-k", type=int, nargs="+", default=None, metavar="K",
                         help="pass@k budgets (default: 1, 2, 4, ... up to the number of samples)")
-    parser.add_argument("--run-name", default=None, help="name of this run in the report and in --compare tables")
+    parser.add_argument("--run-name", default=None,
+                        help="name of this run in the report and in --compare tables (default: score: "
+                             "<folder>/<stem> of the responses file; generate: the model's folder name)")
     parser.add_argument("--plot", nargs="?", const="", default=None, metavar="PNG",
                         help="also write a PNG of per-category accuracy (needs matplotlib); default path: next to "
                              "the report")
@@ -72,7 +74,8 @@ def make_parser() -> argparse.ArgumentParser:
                    help="responses files: one {\"prompt\": ..., \"response\": ...} object per line, matched to the "
                         "benchmark by prompt text; several lines for a prompt are its samples (optional 'sample')")
     p.add_argument("--num-samples", type=int, default=None,
-                   help="samples expected per prompt (default: the most any prompt has); fewer count as failures")
+                   help="samples per prompt; fewer count as failures, extra ones are ignored (default: every "
+                        "answered prompt must have the same number of responses, else an error)")
     p.add_argument("--output", "-o", default=None, metavar="JSON",
                    help="report path (default: <first responses file>.report.json); the table goes beside it (.txt)")
 
@@ -98,11 +101,13 @@ def make_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("compare", help="runs side by side in the layout of the paper's Table 1, with deltas")
     p.add_argument("reports", nargs="+", metavar="REPORT_JSON",
-                   help="report files; the first run is the baseline; reports with the same run name are merged")
+                   help="report files; the first run is the baseline; reports with the same run name are merged "
+                        "(one benchmark each: two reports of one name with the same benchmark are an error)")
     p.add_argument("--names", nargs="+", default=None, help="a name per report (default: its run name or file stem)")
     p.add_argument("--metric", default="headline",
                    help="figure per benchmark: headline (Table 1: prompt-level strict / ILA) or a metric name, e.g. "
-                        "prompt_level_loose_acc, cla")
+                        "prompt_level_loose_acc (IFEval, IFBench), cla (MulDimIF, HIR data); a benchmark without it "
+                        "shows n/a, and a metric no benchmark has is an error")
     return parser
 
 
@@ -149,14 +154,52 @@ def _default_output(responses: Sequence[str]) -> Path:
     return first.with_name(first.name.removesuffix(".jsonl").removesuffix(".json") + ".report.json")
 
 
+def _default_run_name(responses: Sequence[str]) -> str:
+    """``<folder>/<stem>`` of the first responses file (``modelA/responses``), so runs scored from files of the
+    same name in different folders keep different names in ``--compare``."""
+    first = Path(responses[0])
+    stem = first.name.removesuffix(".jsonl").removesuffix(".json")
+    return f"{first.resolve().parent.name}/{stem}" if first.resolve().parent.name else stem
+
+
+def check_responses_fit(benchmarks: Sequence[Benchmark], responses: ResponseSet, num_samples: int | None) -> None:
+    """Refuse responses that would give a quietly wrong figure.
+
+    Raises:
+        ValueError: no response matches any prompt of a benchmark (the wrong benchmark or responses file: every
+            figure would be 0); or, without ``num_samples``, prompts with different numbers of responses (one
+            duplicated line would make every prompt a 2-sample run and halve the headline).
+    """
+    files = ", ".join(responses.sources) or "the responses"
+    for benchmark in benchmarks:
+        counts = {row.key: len(responses.get(row.prompt)) for row in benchmark.rows}
+        if not any(counts.values()):
+            raise ValueError(f"no response in {files} matches a prompt of {benchmark.name} ({benchmark.path}, "
+                             f"{len(counts)} prompts); responses are matched by the exact prompt text: is it the "
+                             "right benchmark?")
+        if num_samples is None:
+            by_count: dict[int, list[str]] = {}
+            for key, n in counts.items():
+                if n:
+                    by_count.setdefault(n, []).append(key)
+            if len(by_count) > 1:
+                parts = [f"{len(keys)} prompt{'s' if len(keys) > 1 else ''} "
+                         f"{'have' if len(keys) > 1 else 'has'} {n} (e.g. {', '.join(keys[:3])})"
+                         for n, keys in sorted(by_count.items(), key=lambda item: -len(item[1]))]
+                raise ValueError(f"{benchmark.name}: prompts have different numbers of responses: {'; '.join(parts)}. "
+                                 "Pass --num-samples N to score N samples per prompt (missing ones count as failures, "
+                                 "extra ones are ignored; the report lists both), or fix the responses file "
+                                 "(a duplicated line counts as another sample).")
+
+
 def run_score(args: argparse.Namespace) -> int:
     benchmarks = _load_benchmarks(args)
     responses = read_responses(args.responses)
+    check_responses_fit(benchmarks, responses, args.num_samples)
     judge = _build_judge(args)
     report = score(benchmarks, responses, judge=judge, allow_unknown=args.allow_unknown,
                    num_samples=args.num_samples, ks=args.pass_k,
-                   run_name=args.run_name or _default_output(args.responses).name.removesuffix(".report.json"),
-                   include_rows=not args.no_rows)
+                   run_name=args.run_name or _default_run_name(args.responses), include_rows=not args.no_rows)
     _write_outputs(report, Path(args.output) if args.output else _default_output(args.responses), args.plot)
     return 0
 
@@ -245,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     # BenchmarkFormatError, ResponsesFormatError, UnknownInstructionError, DatasetFormatError and bad settings
     # are ValueErrors whose message names the file, row or field.
-    except (ValueError, FileNotFoundError, ImportError, SentenceTokenizerError) as exc:
+    except (ValueError, OSError, ImportError, SentenceTokenizerError) as exc:
         print(f"hir-trl eval: error: {exc}", file=sys.stderr)
         return 2
 

@@ -164,21 +164,33 @@ def format_comparison(runs: Sequence[tuple[str, Mapping[str, Any]]], metric: str
         runs: ``(run name, report)`` pairs; reports of the same name are merged (one file per benchmark is
             fine). The first run is the baseline.
         metric: the figure per benchmark: None or ``"headline"`` for the Table 1 figure (prompt-level strict
-            accuracy for IFEval/IFBench, ILA for MulDimIF/HIR data), or a metric name such as ``"cla"``.
+            accuracy for IFEval/IFBench, ILA for MulDimIF/HIR data), or a metric name such as ``"cla"``; a
+            benchmark that does not report it shows ``n/a`` and is named in the note.
 
     Returns:
         The table: one row per run, one column per benchmark present (Table 1's columns first, in its
         order), cells like ``83.6 (+12.4)`` (percentages; the delta is taken between the rounded figures, so
         it matches the figures shown).
+
+    Raises:
+        ValueError: two reports of the same run name have the same benchmark (one would silently hide the other),
+            or ``metric`` applies to none of the benchmarks.
     """
     merged: dict[str, dict[str, Mapping[str, Any]]] = {}
     samples: dict[str, set[int]] = {}
-    for name, report in runs:
+    first_report: dict[tuple[str, str], int] = {}
+    for position, (name, report) in enumerate(runs, start=1):
         for bench_name, bench in report["benchmarks"].items():
+            if (name, bench_name) in first_report:
+                raise ValueError(f"reports {first_report[name, bench_name]} and {position} are both named {name!r} and "
+                                 f"both have {bench_name}, so one would hide the other; give each report its own "
+                                 "name (--names, or --run-name when scoring)")
+            first_report[name, bench_name] = position
             merged.setdefault(name, {})[bench_name] = bench
             samples.setdefault(name, set()).add(bench["num_samples"])
     if not merged:
         raise ValueError("no runs to compare")
+    not_applicable = _check_metric(merged, metric)
     names = list(merged)
     benchmarks = _ordered_benchmarks(list(dict.fromkeys(b for run in merged.values() for b in run)))
     base = merged[names[0]]
@@ -189,7 +201,7 @@ def format_comparison(runs: Sequence[tuple[str, Mapping[str, Any]]], metric: str
             bench = merged[name].get(bench_name)
             value = None if bench is None else _figure(bench, metric)
             if value is None:
-                row.append("-")
+                row.append("n/a" if bench is not None and bench_name in not_applicable else "-")
                 continue
             cell = f"{100 * value:.1f}"
             base_bench = base.get(bench_name)
@@ -204,7 +216,30 @@ def format_comparison(runs: Sequence[tuple[str, Mapping[str, Any]]], metric: str
     counts = sorted({n for s in samples.values() for n in s})
     note = (f"Figure: {figure}, %, mean over {'/'.join(map(str, counts))} samples per prompt; "
             f"(+x) = difference from {names[0]}.")
+    for bench_name, available in not_applicable.items():
+        note += f"\n{metric} does not apply to {bench_name} (n/a); its metrics: {', '.join(available)}."
     return format_table(["Model", *benchmarks], rows) + "\n" + note + "\n"
+
+
+def _check_metric(merged: Mapping[str, Mapping[str, Mapping[str, Any]]], metric: str | None) -> dict[str, list[str]]:
+    """The benchmarks ``metric`` does not apply to, with the metrics they have.
+
+    Raises:
+        ValueError: ``metric`` applies to none of the benchmarks.
+    """
+    if metric in (None, "headline"):
+        return {}
+    available: dict[str, list[str]] = {}
+    for run in merged.values():
+        for bench_name, bench in run.items():
+            names = available.setdefault(bench_name, [])
+            names.extend(m for m in bench.get("metrics", {}) if m not in names)
+    missing = {b: names for b, names in available.items() if metric not in names}
+    if len(missing) == len(available):
+        every = sorted({m for names in available.values() for m in names})
+        raise ValueError(f"--metric {metric!r} applies to none of these benchmarks; they report: "
+                         f"{', '.join(every)} (or headline)")
+    return missing
 
 
 def plot_categories(report: Mapping[str, Any], path: str | os.PathLike) -> Path:
