@@ -110,6 +110,7 @@ _CREDENTIAL_SHAPES = re.compile(
     r"|eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*"
     r"|[0-9a-fA-F]{32,}"
     r")(?![A-Za-z0-9])")
+_COMMIT_HASH = re.compile(r"[0-9a-f]{40}")
 #: Parameter names that carry a credential in a URL's query or fragment (``?api_key=...``, ``#token=...``).
 _CREDENTIAL_PARAMS = re.compile(r"(?:api[_-]?key|key|token|access[_-]?token|auth|authorization|secret|password|passwd"
                                 r"|pwd|sig|signature|credential|credentials|session)$", re.I)
@@ -688,9 +689,9 @@ def _high_entropy(text: str, hex_keys: bool = True) -> bool:
     """A run of 20+ letters and digits (no separators) that mixes digits and letters or both letter cases, with
     at least 3.5 bits of entropy per character: the shape of a random key, not of a name such as
     ``DEEPSEEK_API_KEY``, ``Qwen3-30B-A3B-Instruct-2507`` or ``MyJudgeApiKeyVariable``. Without ``hex_keys``,
-    runs of hex digits only (a commit hash in a path) do not count."""
+    a git commit hash (exactly 40 hex digits, as in Hugging Face cache paths) does not count."""
     for run in re.findall(r"[A-Za-z0-9]{20,}", text):
-        if not hex_keys and re.fullmatch(r"[0-9a-fA-F]+", run):
+        if not hex_keys and _COMMIT_HASH.fullmatch(run):
             continue
         digits, lower, upper = (any(f(c) for c in run) for f in (str.isdigit, str.islower, str.isupper))
         if not (digits and (lower or upper)) and not (len(run) >= 32 and lower and upper):
@@ -705,9 +706,10 @@ def _high_entropy(text: str, hex_keys: bool = True) -> bool:
 def looks_like_credential(value: str, hex_keys: bool = True) -> bool:
     """True when ``value`` holds something shaped like a credential: a known key prefix (``sk-``, ``hf_``,
     ``ghp_``, ``AKIA``, ``AIza``, ...), a JWT, a long random-looking string (see `_high_entropy`) or, with
-    ``hex_keys``, 32 or more hex digits. Used to refuse keys pasted into judge fields, without echoing them."""
+    hexadecimal string of 32 or more digits (without ``hex_keys``: except a 40-digit commit hash, for paths).
+    Used to refuse keys pasted into judge fields, without echoing them."""
     for match in _CREDENTIAL_SHAPES.finditer(value):
-        if hex_keys or not re.fullmatch(r"[0-9a-fA-F]+", match.group(0)):
+        if hex_keys or not _COMMIT_HASH.fullmatch(match.group(0)):
             return True
     return _high_entropy(value, hex_keys)
 
@@ -752,7 +754,7 @@ def judge_settings_problem(*, model: str | None, api_key_env: str | None, max_co
         if where is not None:
             return f"judge_api_base must not contain credentials (found in {where}); {fix}"
     for name, value in (("judge_model", model), ("judge_cache_dir", cache_dir)):
-        if isinstance(value, str) and looks_like_credential(value, hex_keys=False):  # paths may hold commit hashes
+        if isinstance(value, str) and looks_like_credential(value, hex_keys=False):  # a path may hold a commit hash
             return f"{name} looks like it contains a credential; {fix}"
     if not isinstance(max_concurrency, int) or max_concurrency < 1:
         return f"judge_max_concurrency must be an integer >= 1, got {max_concurrency!r}"

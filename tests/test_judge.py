@@ -362,6 +362,73 @@ def test_config_fields_validation_and_build_judge(tmp_path, monkeypatch):
         "hosted_vllm/m", "http://127.0.0.1:9/v1", KEY_ENV, 8, 3.0, 5, 0.2, "raise", str(tmp_path / "c"), True, 0.5)
 
 
+#: Credential shapes a user may paste into a judge field (all made up): OpenAI/DeepSeek project and legacy keys,
+#: a Hugging Face token, 32 hex digits, an AWS access key id, a Google API key, a GitHub token, a Groq key, a JWT,
+#: and a mixed-case random key with no prefix.
+KEY_SHAPES = {
+    "sk_proj": "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1w",
+    "sk_hex": "sk-0123456789abcdef0123456789abcdef",
+    "hf_token": "hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345",
+    "hex32": "a1b2c3d4e5f60718293a4b5c6d7e8f90",
+    "aws": "AKIAIOSFODNN7EXAMPLE",
+    "google": "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
+    "github": "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789",
+    "groq": "gsk_aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW3xY5zA7bC9dE",
+    "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJl",
+    "random": "Zq8x3KpL0vW7nR5tY2uB9cD4eF6gH1jK",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(KEY_SHAPES))
+def test_credential_shapes_are_refused_in_every_judge_field_and_never_shown(tmp_path, shape):
+    key = KEY_SHAPES[shape]
+    cases = [("judge_api_key_env", dict(judge_api_key_env=key)),
+             ("judge_api_base", dict(judge_api_base=f"http://host:8000/v1?api_key={key}")),
+             ("judge_api_base", dict(judge_api_base=f"http://host:8000/v1?x=1&k={key}")),
+             ("judge_api_base", dict(judge_api_base=f"https://host/v1#{key}")),
+             ("judge_api_base", dict(judge_api_base=f"https://host/{key}/v1")),
+             ("judge_api_base", dict(judge_api_base=f"https://user:{key}@host/v1")),
+             ("judge_model", dict(judge_model=f"openai/{key}")),
+             ("judge_cache_dir", dict(judge_cache_dir=f"/tmp/{key}/cache"))]
+    for field_name, overrides in cases:
+        with pytest.raises(ValueError, match=field_name) as info:
+            _args(tmp_path, **overrides)
+        assert key not in str(info.value), overrides
+        with pytest.raises(ValueError) as info:  # the judge itself, as `hir-trl eval --judge-*` builds it
+            LiteLLMJudge(**{{"judge_api_key_env": "api_key_env", "judge_api_base": "api_base", "judge_model": "model",
+                              "judge_cache_dir": "cache_dir"}[k]: v for k, v in overrides.items()})
+        assert key not in str(info.value)
+
+
+def test_credential_shapes_are_refused_by_hir_trl_train_without_echo(tmp_path, capsys):
+    from hir_trl.cli import main
+
+    for flag, value in [("--judge_api_key_env", KEY_SHAPES["hf_token"]),
+                        ("--judge_api_base", f"http://h:8000/v1?api_key={KEY_SHAPES['hex32']}")]:
+        code = main(["train", "--config", str(REPO_ROOT / "recipes" / "tiny" / "hir" / "config_cpu.yaml"),
+                     "--output_dir", str(tmp_path / "out"), "--model_name_or_path", str(tmp_path / "m"), flag, value])
+        _, err = capsys.readouterr()
+        assert code == 2 and err.startswith("hir-trl train: error: ") and err.count("\n") == 1
+        assert flag.lstrip("-") in err and value not in err and KEY_SHAPES["hex32"] not in err
+    assert not (tmp_path / "out").exists()  # refused before anything (training_args.bin) is written
+
+
+def test_names_urls_and_paths_are_not_mistaken_for_credentials(tmp_path):
+    from hir_trl.judge import looks_like_credential
+
+    for name in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "AZURE_OPENAI_API_KEY_2024", "HF_TOKEN", "hf_token",
+                 "MyJudgeApiKeyVariable", "HIR_TEST_JUDGE_KEY"):
+        assert _args(tmp_path, judge_api_key_env=name).judge_api_key_env == name
+    for model in ("deepseek/deepseek-chat", "hosted_vllm/Qwen/Qwen3-30B-A3B-Instruct-2507", "deepseek-ai/DeepSeek-V3.1",
+                  "anthropic/claude-3-5-sonnet-20241022", "bedrock/anthropic.claude-3-sonnet-20240229-v1:0",
+                  "hosted_vllm//hub/models--Qwen--Qwen3/snapshots/5f0b02c75b57c5855da9ae460ce51323ea669d8a"):
+        assert _args(tmp_path, judge_model=model).judge_model == model
+    for url in ("http://judge-host:8000/v1", "https://api.deepseek.com/v1", "http://127.0.0.1:9/v1",
+                "https://x.openai.azure.com/openai/deployments/gpt-4o?api-version=2024-02-01"):
+        assert _args(tmp_path, judge_api_base=url).judge_api_base == url
+    assert all(looks_like_credential(k) for k in KEY_SHAPES.values())
+
+
 def test_has_soft_constraints():
     assert has_soft_constraints([{"constraints": [NO_COMMA, soft("Be formal.")]}])
     assert not has_soft_constraints([{"constraints": [NO_COMMA]}])
@@ -444,15 +511,17 @@ def test_training_step_completes_under_every_fault(tmp_path, tiny_model_path, fr
     assert judge.pop_metrics()["judge/verdicts"] == 0
 
 
-def test_api_key_never_written_anywhere(tmp_path, tiny_model_path, fresh_server, monkeypatch, caplog, capsys):
+@pytest.mark.parametrize("key", [KEY, KEY_SHAPES["sk_proj"], KEY_SHAPES["hf_token"], KEY_SHAPES["hex32"]],
+                         ids=["plain", "sk_proj", "hf_token", "hex32"])
+def test_api_key_never_written_anywhere(tmp_path, tiny_model_path, fresh_server, monkeypatch, caplog, capsys, key):
     caplog.set_level(logging.DEBUG)
     litellm_logger = logging.getLogger("LiteLLM")  # litellm's own debug logging on, too
     monkeypatch.setattr(litellm_logger, "level", logging.DEBUG)
-    monkeypatch.setenv(KEY_ENV, KEY)
+    monkeypatch.setenv(KEY_ENV, key)
     dataset = _write_dataset(tmp_path, ["The note is calm.", "ANSWER:NO formal", "FAULT:500 vivid"])
     out = tmp_path / "out"
     args = _args(tmp_path, judge_model="openai/test", judge_api_base=fresh_server.base_url,
-                 judge_api_key_env=KEY_ENV, judge_timeout=0.5, judge_max_retries=1, judge_retry_backoff=0.01,
+                 judge_api_key_env=KEY_ENV, judge_timeout=10.0, judge_max_retries=1, judge_retry_backoff=0.01,
                  judge_cache_dir=str(out / "judge_cache"), save_strategy="steps", save_steps=1,
                  log_completions=True, logging_steps=1)
     judge = build_judge(args)
@@ -466,15 +535,15 @@ def test_api_key_never_written_anywhere(tmp_path, tiny_model_path, fresh_server,
         judge.close()
 
     # not vacuous: the key did travel, as a bearer token, to the judge server
-    assert fresh_server.authorizations and set(fresh_server.authorizations) == {f"Bearer {KEY}"}
+    assert fresh_server.authorizations and set(fresh_server.authorizations) == {f"Bearer {key}"}
     files = [p for p in out.rglob("*") if p.is_file()]
     names = {p.name for p in files}
     assert {"training_args.bin", "README.md", "judge_cache.sqlite3"} <= names, names
-    needle = KEY.encode()
+    needle = key.encode()
     for path in files:
         assert needle not in path.read_bytes(), f"the API key leaked into {path}"
     captured = capsys.readouterr()
-    assert KEY not in captured.out and KEY not in captured.err
+    assert key not in captured.out and key not in captured.err
     assert any(r.name == "LiteLLM" and r.levelno == logging.DEBUG for r in caplog.records)
-    assert KEY not in caplog.text
-    assert all(KEY not in str(v) for v in args.to_dict().values())
+    assert key not in caplog.text
+    assert all(key not in str(v) for v in args.to_dict().values())
