@@ -182,6 +182,11 @@ def run_training(trainer, dataset, script_args, training_args) -> None:
     try:
         trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     except KeyboardInterrupt:
+        for callback in trainer.callback_handler.callbacks:  # close the progress bar before the message
+            bar = getattr(callback, "training_bar", None)
+            if bar is not None:
+                bar.close()
+                callback.training_bar = None
         complete = _complete_checkpoints(training_args.output_dir)
         where = (f"the last complete checkpoint is {complete[-1]}; resume with --resume_from_checkpoint {complete[-1]}"
                  if complete else "no checkpoint was saved yet")
