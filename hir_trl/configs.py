@@ -78,7 +78,8 @@ class HiRConfig(GRPOConfig):
         ValueError: a field whose value does not have its declared type (a float for an integer field such as
             ``max_steps``, a string for a boolean), or out of range: negative ``num_replays``,
             ``replay_min_satisfied`` or ``lambda_0``, ``eta`` outside [0, 1] (the paper's range),
-            ``num_replays >= num_generations``, an unknown ``diversity_aggregation`` or ``reward_mode``.
+            ``num_replays >= num_generations``, an unknown ``diversity_aggregation`` or ``reward_mode``; a
+            ``hub_token`` (it would be saved in ``training_args.bin``) or a credential in a judge field.
     """
 
     num_generations: int | None = field(
@@ -243,6 +244,10 @@ class HiRConfig(GRPOConfig):
         problem = field_type_problem(self)  # before GRPOConfig converts anything: a float max_steps fails here
         if problem is not None:
             raise ValueError(problem)
+        if self.hub_token:  # transformers pickles the config, token included, into every training_args.bin
+            raise ValueError("hub_token would be saved in clear in training_args.bin of every checkpoint (and pushed "
+                             "with it): log in with `hf auth login` or set HF_TOKEN in the environment instead; the "
+                             "value given is not shown")
         if self.num_replays < 0:
             raise ValueError(f"num_replays must be >= 0, got {self.num_replays}")
         if not (math.isfinite(self.lambda_0) and self.lambda_0 >= 0):

@@ -413,6 +413,12 @@ def test_credential_shapes_are_refused_by_hir_trl_train_without_echo(tmp_path, c
     assert not (tmp_path / "out").exists()  # refused before anything (training_args.bin) is written
 
 
+def test_hub_token_is_refused_because_training_args_bin_would_hold_it(tmp_path):
+    with pytest.raises(ValueError, match="hub_token would be saved in clear in training_args.bin") as info:
+        _args(tmp_path, hub_token=KEY_SHAPES["hf_token"])
+    assert KEY_SHAPES["hf_token"] not in str(info.value) and "HF_TOKEN" in str(info.value)
+
+
 def test_names_urls_and_paths_are_not_mistaken_for_credentials(tmp_path):
     from hir_trl.judge import looks_like_credential
 
