@@ -10,7 +10,9 @@ and reports how far the estimate moves the replay selection:
 - top-k agreement of Algorithm 1 (`hir_trl.replay.select_replays`, per group, the trainer's candidates from the real
   verdicts) at several lambda: the fraction of groups whose chosen set is identical, and the mean overlap; next to
   it the same agreement for an uninformative F_div (the exact values shuffled within each group), the floor;
-- a check that the recorded exact entropies equal those of a no-grad forward pass (max absolute difference).
+- a check that the recorded exact entropies equal those of a no-grad forward pass (max absolute difference);
+- the recorder's cost: ``generate`` of one trainer-sized batch (``--overhead-batch`` sequences) with and without it,
+  under the same seed (so the same tokens), interleaved, median of ``--overhead-repeats`` pairs.
 
 Usage (from the repository root; reads the SFT cache, writes nothing there)::
 
@@ -72,6 +74,38 @@ def sample_with_recorder(model, tokenizer, texts, m, temperature, max_new_tokens
     return out
 
 
+def recorder_overhead(model, tokenizer, texts, batch, temperature, max_new_tokens, repeats, seed):
+    """Median seconds of ``generate`` for one batch without and with the recorder (same seed: same tokens)."""
+    import statistics
+
+    import torch
+    from transformers import GenerationConfig
+
+    from hir_trl.sampling import SamplingRecorder, record_sampling
+
+    tokenizer.padding_side = "left"
+    config = GenerationConfig(do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
+                              max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+                              eos_token_id=tokenizer.eos_token_id)
+    inputs = tokenizer(texts[:batch], return_tensors="pt", padding=True, add_special_tokens=False)
+    plain, recorded = [], []
+    for r in range(repeats):
+        for record, times in ((False, plain), (True, recorded)):
+            torch.manual_seed(seed + r)
+            recorder = SamplingRecorder(temperature)
+            start = time.perf_counter()
+            with torch.no_grad():
+                if record:
+                    with record_sampling(model, recorder):
+                        model.generate(**inputs, generation_config=config)
+                else:
+                    model.generate(**inputs, generation_config=config)
+            times.append(time.perf_counter() - start)
+    return {"batch": batch, "repeats": repeats, "seconds_without": statistics.median(plain),
+            "seconds_with": statistics.median(recorded),
+            "ratio": statistics.median(w / p for w, p in zip(recorded, plain))}
+
+
 def pass_entropies(model, sample, temperature):
     """Exact entropies of one completion from a full no-grad forward (the pass the recorder replaces)."""
     import torch
@@ -119,6 +153,9 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pass-check", type=int, default=64, help="completions checked against a no-grad pass")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--overhead-batch", type=int, default=24, help="sequences per generate (HiR: 4 prompts x 6)")
+    parser.add_argument("--overhead-repeats", type=int, default=15)
+    parser.add_argument("--overhead-only", action="store_true", help="measure only the recorder's cost")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results-fdiv")
     ns = parser.parse_args(argv)
 
@@ -136,6 +173,12 @@ def main(argv=None) -> None:
     tokenizer = AutoTokenizer.from_pretrained(task_dir / "model")
     rows = load_hir_dataset(task_dir / "rl_prompts.jsonl").select(range(ns.prompts))
     texts = [tokenizer.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True) for r in rows]
+    groups = [t for t in texts[: max(1, ns.overhead_batch // ns.m)] for _ in range(ns.m)]
+    overhead = recorder_overhead(model, tokenizer, groups, ns.overhead_batch, ns.temperature, ns.max_new_tokens,
+                                 ns.overhead_repeats, ns.seed)
+    if ns.overhead_only:
+        print(json.dumps({"recorder_overhead": overhead}, indent=1))
+        return
     samples = sample_with_recorder(model, tokenizer, texts, ns.m, ns.temperature, ns.max_new_tokens,
                                    ns.batch_size, ns.seed)
     responses = tokenizer.batch_decode([s["ids"] for s in samples], skip_special_tokens=True)
@@ -151,7 +194,8 @@ def main(argv=None) -> None:
     report = {"task_dir": str(task_dir), "prompts": ns.prompts, "m": ns.m, "k": ns.k,
               "temperature": ns.temperature, "max_new_tokens": ns.max_new_tokens, "responses": len(samples),
               "tokens": sum(len(s["ids"]) for s in samples), "ila": sum(matrix.ila()) / len(samples),
-              "recorded_vs_pass_max_abs_entropy_diff": max_diff, "aggregations": {}}
+              "recorded_vs_pass_max_abs_entropy_diff": max_diff, "recorder_overhead": overhead,
+              "aggregations": {}}
     for aggregation in ("mean", "sum"):
         def f_div(values, aggregation=aggregation):
             return float(values.sum() / (len(values) if aggregation == "mean" else 1)) if len(values) else 0.0

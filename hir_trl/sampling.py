@@ -4,9 +4,12 @@ HiR's F_div needs each completion token's entropy H_t under the policy pi = soft
 replay ratio needs pi_old(y | q). ``generate`` computes those logits anyway, one step at a time, so a logits
 processor can record both, keeping one (B, V) score tensor between steps (never (B, T, V)):
 
-- H_t = -sum_v pi_t(v) log pi_t(v) at each step (TRL's ``entropy_from_logits``);
+- H_t = -sum_v pi_t(v) log pi_t(v) at each step, pi_t = softmax(logits / T);
 - log pi_t(y_t) of the token sampled at step t, read at step t + 1 from ``input_ids`` (the last step's from the
-  returned completion ids), with TRL's ``selective_log_softmax``.
+  returned completion ids).
+
+(TRL's ``entropy_from_logits`` / ``selective_log_softmax`` compute the same, but their CPU path loops over rows in
+Python to bound the memory of (B, T, V) tensors; on one (B, V) step one ``log_softmax`` is several times faster.)
 
 Where the recorder sits: transformers (5.x, ``GenerationMixin._get_logits_processor``) puts user processors after
 its logit *processors* (repetition penalty, suppressed or forced tokens, minimum length, ...) and before its
@@ -32,7 +35,6 @@ from typing import Any
 
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
-from trl.trainer.utils import entropy_from_logits, selective_log_softmax
 
 # Settings of the logit processors that run before the recorder, by field: the values that leave the logits alone.
 # None means "unset": transformers fills an unset field from the model's generation config, then from its global
@@ -104,19 +106,23 @@ class SamplingRecorder(LogitsProcessor):
         self.seconds = 0.0
         self._entropies: list[torch.Tensor] = []
         self._logps: list[torch.Tensor] = []
-        self._previous: torch.Tensor | None = None
+        self._previous: torch.Tensor | None = None  # (B, V) log pi of the last step (a new tensor, never `scores`)
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         start = time.perf_counter()
         logits = scores.float() if self.temperature == 1.0 else scores.float() / self.temperature
-        if self._previous is not None:  # input_ids now ends with the token sampled from the previous step's scores
-            self._logps.append(selective_log_softmax(self._previous, input_ids[:, -1:]).squeeze(1))
+        logp = torch.log_softmax(logits, -1)
+        if self._previous is not None:  # input_ids now ends with the token sampled from the previous step
+            self._logps.append(self._token_logps(input_ids[:, -1]))
         if self.entropy:
-            self._entropies.append(entropy_from_logits(logits))
-        self._previous = logits
+            self._entropies.append(torch.special.entr(logp.exp()).sum(-1))  # -p log p, 0 where p = 0
+        self._previous = logp
         self.steps += 1
         self.seconds += time.perf_counter() - start
         return scores
+
+    def _token_logps(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self._previous.gather(1, tokens.unsqueeze(1)).squeeze(1)
 
     def per_row(self, completion_ids: list[list[int]]) -> dict[str, list[torch.Tensor]] | None:
         """The recorded values of each sequence, cut to its completion (EOS included, as TRL keeps it).
@@ -143,7 +149,7 @@ class SamplingRecorder(LogitsProcessor):
             raise RuntimeError(f"a completion has {longest} tokens but only {self.steps} decoding steps were recorded")
         last = torch.tensor([ids[self.steps - 1] if len(ids) == self.steps else 0 for ids in completion_ids],
                             device=self._previous.device)
-        logps = torch.stack([*self._logps, selective_log_softmax(self._previous, last.unsqueeze(1)).squeeze(1)], 1)
+        logps = torch.stack([*self._logps, self._token_logps(last)], 1)
         out = {"logps": [logps[i, : len(ids)].float() for i, ids in enumerate(completion_ids)]}
         if self.entropy:
             entropies = torch.stack(self._entropies, 1)

@@ -230,7 +230,7 @@ class HiRTrainer(GRPOTrainer):
             (``"recorded"``: per completion, (n_i,) ``logps`` and ``entropies``).
         """
         capture = self._hir_capture
-        if capture is None or self._no_recording_reason is not None:
+        if capture is None or self._no_recording_reason is not None or not (self.args.num_replays or self.kl_coef):
             return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
                                                  has_tool_images)
         recorder = SamplingRecorder(self.temperature,
@@ -968,8 +968,8 @@ class ReplayBatch:
 #: HiRConfig fields reported in the model card.
 CARD_FIELDS = ("num_generations", "num_replays", "lambda_0", "eta", "replay_selection", "replay_scope",
                "replay_shortfall", "replay_old_logps", "replay_min_satisfied", "diversity_aggregation",
-               "advantage_estimator", "kl_in_reward", "reward_mode", "beta", "learning_rate", "temperature",
-               "max_completion_length")
+               "diversity_entropy", "advantage_estimator", "kl_in_reward", "reward_mode", "beta", "learning_rate",
+               "temperature", "max_completion_length")
 
 
 def hir_card_section(args: HiRConfig, dataset_name: str | None, log_history: list[dict[str, Any]]) -> str:

@@ -210,3 +210,19 @@ def test_random_hindsight_replay_needs_no_pass(tmp_path, tiny_model_path, sample
     assert passes == [] and "replay" in replay.kinds
     entropy_mean = trainer.state.log_history[0]["hir/replay_entropy_mean"]
     assert entropy_mean is None or math.isnan(entropy_mean)  # F_div not computed (TRL logs NaN as None)
+
+
+def test_supplementary_samples_take_their_recorded_logps(tmp_path, tiny_model_path, sample_dataset):
+    """No candidates (min_satisfied too high): every group gets k supplementary samples, whose old log-probs come
+    from their own recording, like the originals'; still no no-grad pass."""
+    trainer = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path, replay_min_satisfied=100),
+                         train_dataset=sample_dataset)
+    calls = spy_generation(trainer)
+    passes = _count_policy_passes(trainer)
+    trainer.train()
+    inputs, out, replay = calls[0]
+    B = len(inputs)
+    assert replay.kinds and set(replay.kinds) == {"supplementary"}
+    assert passes == []
+    mask = out["completion_mask"][B:].bool()
+    assert torch.allclose(out["old_per_token_logps"][B:][mask], out["own_logps"][B:][mask], atol=1e-4)
