@@ -259,8 +259,9 @@ class HiRTrainer(GRPOTrainer):
         Returns:
             super's dict with every per-row key extended to B' = B + (B / m) x k rows: ``prompt_ids`` (left-padded
             again to a common width), ``completion_ids``/``completion_mask`` (B', T), ``advantages`` (B',) for
-            ``grpo`` or (B', T) for the Reinforce++ estimators, ``old_per_token_logps`` (B', T) (see
-            ``replay_old_logps``), ``ref_per_token_logps`` (under q' for replays, when ``beta > 0``), the vLLM
+            ``grpo`` or (B', T) for the Reinforce++ estimators, ``old_per_token_logps`` (B', T) when TRL stores them
+            or the replays need them (see ``replay_old_logps`` and `_entropies_and_old_logps`; absent otherwise, as
+            in TRL), ``ref_per_token_logps`` (under q' for replays, when ``beta > 0``), the vLLM
             keys ``sampling_per_token_logps``/``importance_sampling_ratio`` set explicitly for replays, and
             ``num_items_in_batch`` counting the loss tokens of all ranks.
         """
