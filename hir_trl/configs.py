@@ -68,6 +68,12 @@ class HiRConfig(GRPOConfig):
             w above, in the estimator's advantage units.
         kl_in_reward (`bool`, defaults to `False`):
             KL penalty (coefficient ``beta``) in the token rewards instead of the loss (released code).
+        diversity_entropy (`str`, defaults to `"exact"`):
+            Token entropy behind F_div. ``"exact"``: H_t = -sum_v pi(v | q, y_<t) log pi(v | q, y_<t) (the paper's
+            definition), recorded while transformers ``generate`` samples (no pass), or taken from TRL's own
+            old-log-prob pass; with vLLM and no such pass, one extra no-grad pass. ``"sampled"``: -log pi(y_t | q,
+            y_<t) of the sampled token, whose expectation over y_t is H_t; read from the sampling log-probs
+            (recorded, or vLLM's ``sampling_per_token_logps``), never from an extra pass.
         judge_model, judge_api_base, judge_api_key_env, judge_max_concurrency, judge_timeout, judge_max_retries,
         judge_retry_backoff, judge_temperature, judge_max_tokens, judge_logprobs, judge_failure_policy,
         judge_cache_dir, rejudge_replays:
@@ -174,6 +180,14 @@ class HiRConfig(GRPOConfig):
                   "beta): token rewards minus beta * KL, and no KL term in the loss. Needs beta > 0 and a "
                   "reinforce_pp estimator."},
     )
+    diversity_entropy: str = field(
+        default="exact",
+        metadata={"help": "Token entropy behind F_div: 'exact' = H_t of the policy at each completion token (recorded "
+                  "while transformers generate samples, or from TRL's own old-log-prob pass; otherwise one extra "
+                  "no-grad pass); 'sampled' = -log pi(y_t) of each sampled token, an unbiased estimate of H_t, taken "
+                  "from the sampling log-probs (recorded while sampling, or vLLM's), never from an extra pass.",
+                  "choices": ["exact", "sampled"]},
+    )
 
     # ---------------------------------------------------------------- judge (soft constraints), issue 4
     # Keys are never stored here: judge_api_key_env holds the NAME of the variable (see hir_trl.judge).
@@ -278,6 +292,7 @@ class HiRConfig(GRPOConfig):
             "replay_selection": ("curriculum", "random", "integrity", "diversity"),
             "advantage_estimator": ("grpo", "reinforce_pp", "reinforce_pp_baseline"),
             "replay_advantage": ("group", "paired", "positive"),
+            "diversity_entropy": ("exact", "sampled"),
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:

@@ -14,7 +14,9 @@ import os
 import random
 import shutil
 import textwrap
+import time
 from collections import Counter, defaultdict, deque
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +30,7 @@ from .configs import HiRConfig
 from .judge import build_judge, has_soft_constraints
 from .replay import allocate_shortfall, curriculum_lambda, hindsight_instruction, hindsight_messages, select_replays
 from .rewards import ConstraintReward, Judge, VerdictMatrix, completion_text, instruction_text
+from .sampling import SamplingRecorder, record_sampling, sampling_changes_policy
 from .verifiers import sentence_backend
 
 logger = logging.getLogger(__name__)
@@ -137,6 +140,8 @@ class HiRTrainer(GRPOTrainer):
         self.dataset_name = dataset_name
         self._replay_rng = random.Random(args.seed)
         self._q_primes: dict[int, Any] = {}
+        self._hir_seconds: dict[str, float] = defaultdict(float)
+        self._timer_stack: list[float] = []
         super().__init__(model=model, reward_funcs=[reward_funcs], args=args, train_dataset=train_dataset, **kwargs)
         # KL in the reward (released code): TRL loaded the reference model because beta > 0; HiR takes beta as the
         # KL-in-reward coefficient and turns TRL's KL loss term (and its own reference pass) off.
@@ -156,6 +161,10 @@ class HiRTrainer(GRPOTrainer):
             "extra": defaultdict(lambda: deque(maxlen=size)),
         }
         logger.info("HiR verifiers: sentence splitter = %s", sentence_backend())
+        self._no_recording_reason = self._sampling_record_problem()
+        logger.info("HiR token entropies / sampling log-probs: %s",
+                    "recorded while generate samples" if self._no_recording_reason is None
+                    else f"not recorded ({self._no_recording_reason})")
 
     # ------------------------------------------------------------------ TRL hooks (each calls super())
 
@@ -206,6 +215,35 @@ class HiRTrainer(GRPOTrainer):
             model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
             compute_entropy=compute_entropy, **kwargs)
 
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        """Override of `GRPOTrainer._generate_single_turn`: record token entropies and log-probs while sampling.
+
+        In a HiR generation batch with transformers ``generate`` (and no logit processor that changes the logits,
+        see `hir_trl.sampling.sampling_changes_policy`), a `SamplingRecorder` joins ``generate``'s logits processors
+        for this call: it stores, per completion token, the policy's entropy H_t (``diversity_entropy="exact"``)
+        and the sampled token's log-prob log pi(y_t), in nats, so that F_div and a replay's old log-probs under q
+        need no extra forward pass. Otherwise (vLLM, continuous batching, a repetition penalty, ..., evaluation)
+        this is super's call unchanged.
+
+        Returns:
+            super's ``(completion_ids, logprobs)``, unchanged; the recorded values go to the current HiR capture
+            (``"recorded"``: per completion, (n_i,) ``logps`` and ``entropies``).
+        """
+        capture = self._hir_capture
+        if capture is None or self._no_recording_reason is not None or not (self.args.num_replays or self.kl_coef):
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
+                                                 has_tool_images)
+        recorder = SamplingRecorder(self.temperature,
+                                    entropy=self.args.diversity_entropy == "exact" and capture.get("entropy", True))
+        with record_sampling(self.accelerator.unwrap_model(self.model_wrapped), recorder):
+            completion_ids, logprobs = super()._generate_single_turn(prompt_ids, images, multimodal_fields,
+                                                                     num_generations, has_tool_images)
+        capture["recorded"] = recorder.per_row(completion_ids)
+        self._hir_seconds["recording"] += recorder.seconds
+        if capture["recorded"] is None:
+            logger.warning("HiR's sampling recorder saw no decoding step; falling back to a no-grad pass")
+        return completion_ids, logprobs
+
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         """Override of `GRPOTrainer._generate_and_score_completions`: complete every group to m + k rows.
 
@@ -221,8 +259,9 @@ class HiRTrainer(GRPOTrainer):
         Returns:
             super's dict with every per-row key extended to B' = B + (B / m) x k rows: ``prompt_ids`` (left-padded
             again to a common width), ``completion_ids``/``completion_mask`` (B', T), ``advantages`` (B',) for
-            ``grpo`` or (B', T) for the Reinforce++ estimators, ``old_per_token_logps`` (B', T) (see
-            ``replay_old_logps``), ``ref_per_token_logps`` (under q' for replays, when ``beta > 0``), the vLLM
+            ``grpo`` or (B', T) for the Reinforce++ estimators, ``old_per_token_logps`` (B', T) when TRL stores them
+            or the replays need them (see ``replay_old_logps`` and `_entropies_and_old_logps`; absent otherwise, as
+            in TRL), ``ref_per_token_logps`` (under q' for replays, when ``beta > 0``), the vLLM
             keys ``sampling_per_token_logps``/``importance_sampling_ratio`` set explicitly for replays, and
             ``num_items_in_batch`` counting the loss tokens of all ranks.
         """
@@ -239,15 +278,50 @@ class HiRTrainer(GRPOTrainer):
                 self._logs["extra"]["supplementary"].extend([False] * len(row_ids))
                 self._logs["extra"]["kept_constraints"].extend([None] * len(row_ids))
             return output
-        self._hir_capture = {"share_old_pass": args.num_replays > 0 and self._trl_computes_old_logps()}
+        # TRL's own old-log-prob pass also gives the entropies when nothing else will (not recorded while sampling).
+        share = (args.num_replays > 0 and args.diversity_entropy == "exact" and self._no_recording_reason is not None
+                 and self._trl_computes_old_logps())
+        self._hir_seconds.clear()
+        self._hir_capture = {"share_old_pass": share}
         try:
             output = super()._generate_and_score_completions(inputs)
             capture = self._hir_capture
         finally:
             self._hir_capture = None
-        output = self._complete_groups(list(inputs), output, capture)
+        with self._timed("total"):
+            output = self._complete_groups(list(inputs), output, capture)
+        self._log_timings()
         self._log_judge_metrics()
         return output
+
+    @contextmanager
+    def _timed(self, name: str):
+        """Add the block's wall time to ``self._hir_seconds[name]``, minus the time of timed blocks nested in it
+        (``"total"`` keeps its nested time: it is the whole of `_complete_groups`). Synchronises CUDA at both ends."""
+        cuda = self.accelerator.device.type == "cuda"
+        if cuda:
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        self._timer_stack.append(0.0)
+        try:
+            yield
+        finally:
+            if cuda:
+                torch.cuda.synchronize()
+            elapsed = time.perf_counter() - start
+            nested = self._timer_stack.pop()
+            self._hir_seconds[name] += elapsed if name == "total" else elapsed - nested
+            if self._timer_stack:
+                self._timer_stack[-1] += elapsed
+
+    def _log_timings(self) -> None:
+        """Log this generation batch's ``hir/seconds_*`` (wall seconds, the slowest rank's), see README."""
+        names = ("total", "extra_pass", "selection", "supplementary", "assembly", "replay_passes", "recording")
+        local = torch.tensor([self._hir_seconds.get(name, 0.0) for name in names], dtype=torch.float64,
+                             device=self.accelerator.device)
+        slowest = self.accelerator.gather(local).view(-1, len(names)).max(0).values.tolist()
+        for name, value in zip(names, slowest):
+            self._metrics["train"][f"hir/seconds_{name}"].append(value)
 
     def _log_judge_metrics(self) -> None:
         """Log the judge's ``judge/*`` metrics since the last call: counters summed over ranks
@@ -328,6 +402,78 @@ class HiRTrainer(GRPOTrainer):
         return self.args.gradient_accumulation_steps % generate_every != 0 or (
             self.use_vllm and self.vllm_importance_sampling_correction)
 
+    def _sampling_record_problem(self) -> str | None:
+        """None when `_generate_single_turn` can record entropies and log-probs while sampling, else why not."""
+        if self.use_vllm:
+            return "vLLM generates: its sampling_per_token_logps are used"
+        if getattr(self, "use_transformers_continuous_batching", False):
+            return "transformers continuous batching has no logits-processor hook"
+        if self.tools or getattr(self, "rollout_func", None) is not None:
+            return "tools or a rollout_func generate"
+        model = self.accelerator.unwrap_model(self.model)
+        reason = sampling_changes_policy(self.generation_config, getattr(model, "generation_config", None))
+        return None if reason is None else f"a logit processor changes the policy's logits: {reason}"
+
+    def _recorded(self, capture, key: str, like: torch.Tensor) -> torch.Tensor | None:
+        """The recorded ``logps`` or ``entropies`` of a capture as a (B, T) tensor shaped like ``like`` (zeros past
+        each completion), or None when nothing was recorded."""
+        recorded = capture.get("recorded")
+        if not recorded or key not in recorded:
+            return None
+        rows = recorded[key]
+        out = like.new_zeros(like.shape, dtype=torch.float32)
+        for i, values in enumerate(rows):
+            out[i, : values.numel()] = values.to(out.device)
+        return out
+
+    def _entropies_and_old_logps(self, output: dict[str, Any], capture: dict[str, Any]) -> torch.Tensor | None:
+        """Step 1: the token entropies behind F_div and, where needed, ``output["old_per_token_logps"]`` under q.
+
+        Sources, cheapest first (a no-grad pass over the B sampled rows runs only for what none gives):
+
+        - entropies, ``diversity_entropy="exact"``: recorded while sampling, else TRL's own old-log-prob pass;
+          ``"sampled"``: -log pi(y_t) from the recorded log-probs, vLLM's ``sampling_per_token_logps`` or TRL's
+          ``old_per_token_logps``. Not needed (None, unless free) for ``replay_selection`` random or integrity.
+        - old log-probs: TRL's when it computed them. Otherwise they are needed only for replays with
+          ``replay_old_logps="original"`` (pi_old(y | q), paper eq. 7-8) and for ``kl_in_reward``; they are then the
+          sampling log-probs (recorded, or vLLM's), for every row. With ``"hindsight"`` (or without replays) none
+          are set and TRL's loss uses the detached current log-probs, the on-policy value at the first iteration.
+
+        Returns:
+            (B, T) token entropies in nats (estimates with ``"sampled"``), or None when F_div is not computed.
+        """
+        args, k = self.args, self.args.num_replays
+        mask = output["completion_mask"]
+        sampled = self._recorded(capture, "logps", mask)
+        if sampled is None and output.get("sampling_per_token_logps") is not None:
+            sampled = output["sampling_per_token_logps"]
+        if sampled is not None and torch.isnan(sampled[mask.bool()]).any():  # vLLM could not score some tokens
+            sampled = None
+        need_old = "old_per_token_logps" not in output and bool(
+            self.kl_coef or (k > 0 and args.replay_old_logps == "original"))
+        need_f_div = k > 0 and args.replay_selection in ("curriculum", "diversity")
+        entropies = None
+        if k > 0 and args.diversity_entropy == "exact":
+            entropies = capture.get("entropies")  # TRL's shared pass
+            if entropies is None:
+                entropies = self._recorded(capture, "entropies", mask)
+        elif k > 0:
+            logps = sampled if sampled is not None else output.get("old_per_token_logps")
+            entropies = None if logps is None else -logps
+        old = sampled if need_old else None
+        if (need_old and old is None) or (need_f_div and entropies is None):
+            exact = need_f_div and entropies is None and args.diversity_entropy == "exact"
+            with self._timed("extra_pass"):
+                logps, pass_entropies = self._policy_pass(self.model, output["prompt_ids"], output["prompt_mask"],
+                                                          output["completion_ids"], mask, entropy=exact)
+            if need_old and old is None:
+                old = logps
+            if need_f_div and entropies is None:
+                entropies = pass_entropies if exact else -logps
+        if need_old:
+            output["old_per_token_logps"] = old
+        return entropies
+
     def _policy_pass(self, model, prompt_ids, prompt_mask, completion_ids, completion_mask, entropy=False):
         """One no-grad forward: per-token log-probs (N, T) and, optionally, entropies (N, T) in nats."""
         if completion_ids.size(0) == 0:
@@ -365,41 +511,40 @@ class HiRTrainer(GRPOTrainer):
             if key not in _ROW_KEYS and key != "num_items_in_batch" and value is not None:
                 raise NotImplementedError(f"HiRTrainer cannot extend the batch key {key!r}")
 
-        # 1. One no-grad pass under q: entropies (F_div) and old log-probs, unless TRL's own pass gave both.
-        entropies = capture.get("entropies")
-        if (k > 0 or self.kl_coef) and entropies is None and "old_per_token_logps" not in output:
-            output["old_per_token_logps"], entropies = self._policy_pass(
-                self.model, output["prompt_ids"], output["prompt_mask"], output["completion_ids"],
-                output["completion_mask"], entropy=k > 0)
-        elif k > 0 and entropies is None:  # TRL computed old log-probs but not through our hook
-            _, entropies = self._policy_pass(self.model, output["prompt_ids"], output["prompt_mask"],
-                                             output["completion_ids"], output["completion_mask"], entropy=True)
+        # 1. Token entropies (F_div) and old log-probs under q: recorded while sampling or from TRL's own pass;
+        #    one no-grad pass only for what neither gives (see `_entropies_and_old_logps`).
+        entropies = self._entropies_and_old_logps(output, capture)
 
         # 2. Algorithm 1: select per group (or over the batch).
         lam = curriculum_lambda(self.state.global_step, args.lambda_0, args.eta)
         if k > 0:
-            loss_mask = _loss_mask(output)
-            mask = loss_mask.to(entropies.dtype)
-            diversity = (entropies * mask).sum(1)
-            if args.diversity_aggregation == "mean":
-                diversity = diversity / mask.sum(1).clamp(min=1.0)
-            eligible = None
-            if not args.replay_truncated_completions:  # a completion with no EOS was cut off at the length limit
-                eos = torch.tensor(self.eos_token_ids, device=device)
-                ended = torch.isin(output["completion_ids"], eos) & output["completion_mask"].bool()
-                eligible = ended.any(1).tolist()
-            picked = select_replays([verdicts.passed(r) for r in range(B)], diversity.float().cpu().tolist(), m, k,
-                                    lam, scope=args.replay_scope, selection=args.replay_selection,
-                                    min_satisfied=args.replay_min_satisfied, rng=self._replay_rng,
-                                    eligible=eligible)
-            fill = allocate_shortfall([len(p) for p in picked], k)
+            with self._timed("selection"):
+                if entropies is None:  # random / integrity selection: F_div unused, logged as NaN
+                    diversity = [float("nan")] * B
+                else:
+                    mask = _loss_mask(output).to(entropies.dtype)
+                    div = (entropies * mask).sum(1)
+                    if args.diversity_aggregation == "mean":
+                        div = div / mask.sum(1).clamp(min=1.0)
+                    diversity = div.float().cpu().tolist()
+                eligible = None
+                if not args.replay_truncated_completions:  # a completion with no EOS was cut off at the length limit
+                    eos = torch.tensor(self.eos_token_ids, device=device)
+                    ended = torch.isin(output["completion_ids"], eos) & output["completion_mask"].bool()
+                    eligible = ended.any(1).tolist()
+                picked = select_replays([verdicts.passed(r) for r in range(B)], diversity, m, k, lam,
+                                        scope=args.replay_scope, selection=args.replay_selection,
+                                        min_satisfied=args.replay_min_satisfied, rng=self._replay_rng,
+                                        eligible=eligible)
+                fill = allocate_shortfall([len(p) for p in picked], k)
         else:
             picked, fill = [[] for _ in range(groups)], [0] * groups
 
         # 3. Supplementary samples under q for groups short of candidates (every rank joins the call).
         supplement = None
         if args.replay_shortfall == "resample" and k > 0:
-            supplement = self._supplementary_samples(inputs, fill, output)
+            with self._timed("supplementary"):
+                supplement = self._supplementary_samples(inputs, fill, output)
 
         # 4. The new rows, group by group: (kind, source row, group, choice).
         rows: list[tuple[str, int, int, Any]] = []
@@ -413,7 +558,8 @@ class HiRTrainer(GRPOTrainer):
         for g in range(groups):
             rows.extend(("pad", g * m, g, None) for _ in range(fill[g] if supplement is None else 0))
 
-        extended = self._assemble(inputs, output, prompts, rows, supplement)
+        with self._timed("assembly"):
+            extended = self._assemble(inputs, output, prompts, rows, supplement)
 
         # 5. Rewards and advantages over each group's rows (pads: NaN, weight 0).
         reward_of = verdicts.ila() if self.constraint_reward.reward_mode == "ila" else verdicts.cla()
@@ -516,7 +662,7 @@ class HiRTrainer(GRPOTrainer):
         extra = [inputs[g * m] for g, c in enumerate(fill) for _ in range(c)]
         extra += [inputs[0]] * (most - need)
         metrics = {key: len(values) for key, values in self._metrics["train"].items()}
-        self._hir_capture = {"share_old_pass": False}
+        self._hir_capture = {"share_old_pass": False, "entropy": False}  # no F_div for supplementary samples
         self.num_generations = 1
         try:
             out = super()._generate_and_score_completions(extra)
@@ -534,8 +680,15 @@ class HiRTrainer(GRPOTrainer):
                 buffer.pop()
         generated = int(self.accelerator.gather(out["completion_mask"].sum()).sum().item())
         if "old_per_token_logps" in output and "old_per_token_logps" not in out:
-            out["old_per_token_logps"], _ = self._policy_pass(self.model, out["prompt_ids"], out["prompt_mask"],
-                                                              out["completion_ids"], out["completion_mask"])
+            # the same source as the originals' (step 1): the sampling log-probs, else a pass
+            old = self._recorded(capture, "logps", out["completion_mask"])
+            if old is None and out.get("sampling_per_token_logps") is not None:
+                old = out["sampling_per_token_logps"]
+            if old is None or torch.isnan(old[out["completion_mask"].bool()]).any():
+                with self._timed("extra_pass"):
+                    old, _ = self._policy_pass(self.model, out["prompt_ids"], out["prompt_mask"],
+                                               out["completion_ids"], out["completion_mask"])
+            out["old_per_token_logps"] = old
         kept = {key: value[:need] for key, value in out.items()
                 if isinstance(value, torch.Tensor) and value.dim() > 0 and value.size(0) == len(extra)}
         kept.update(prompts=capture["prompts"][:need], completions=capture["completions"][:need],
@@ -606,14 +759,20 @@ class HiRTrainer(GRPOTrainer):
         # Passes under q' run over ALL new rows, a count that is the same on every rank ((B / m) x k), so that
         # ZeRO-3 ranks run the same number of forward passes; only the replays' results are kept.
         is_replay = torch.tensor([kind == "replay" for kind, _, _, _ in rows], dtype=torch.bool, device=device)
-        if rows and (hindsight_mode or "ref_per_token_logps" in extended):
+        # "hindsight" needs pi_old(y | q') only where old or sampling log-probs are stored: without them (aligned
+        # steps, transformers generation) TRL's loss uses the detached current log-probs, which are exactly that.
+        hindsight_pass = hindsight_mode and any(
+            key in extended for key in ("old_per_token_logps", "sampling_per_token_logps"))
+        if rows and (hindsight_pass or "ref_per_token_logps" in extended):
             sub = [extended[key][B:] for key in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask")]
             keep = is_replay.unsqueeze(1)
-            if hindsight_mode:
+            if hindsight_pass:
                 # pi_old(y | q'): the replay is on-policy under q', so the vLLM correction is the identity.
-                old_q_prime, _ = self._policy_pass(self.model, *sub)
-                old = extended["old_per_token_logps"]
-                old[B:] = torch.where(keep, old_q_prime, old[B:])
+                with self._timed("replay_passes"):
+                    old_q_prime, _ = self._policy_pass(self.model, *sub)
+                if "old_per_token_logps" in extended:
+                    old = extended["old_per_token_logps"]
+                    old[B:] = torch.where(keep, old_q_prime, old[B:])
                 if "sampling_per_token_logps" in extended:
                     sampling = extended["sampling_per_token_logps"]
                     sampling[B:] = torch.where(keep, old_q_prime, sampling[B:])
@@ -622,7 +781,9 @@ class HiRTrainer(GRPOTrainer):
                     ratio[B:] = torch.where(keep, torch.ones_like(ratio[B:]), ratio[B:])
             if "ref_per_token_logps" in extended:
                 ref = extended["ref_per_token_logps"]
-                ref[B:] = torch.where(keep, self._reference_logps(*sub), ref[B:])
+                with self._timed("replay_passes"):
+                    ref_q_prime = self._reference_logps(*sub)
+                ref[B:] = torch.where(keep, ref_q_prime, ref[B:])
         return extended
 
     def _kl_per_token(self, extended, B, rows) -> torch.Tensor:
@@ -817,8 +978,8 @@ class ReplayBatch:
 #: HiRConfig fields reported in the model card.
 CARD_FIELDS = ("num_generations", "num_replays", "lambda_0", "eta", "replay_selection", "replay_scope",
                "replay_shortfall", "replay_old_logps", "replay_min_satisfied", "diversity_aggregation",
-               "advantage_estimator", "kl_in_reward", "reward_mode", "beta", "learning_rate", "temperature",
-               "max_completion_length")
+               "diversity_entropy", "advantage_estimator", "kl_in_reward", "reward_mode", "beta", "learning_rate",
+               "temperature", "max_completion_length")
 
 
 def hir_card_section(args: HiRConfig, dataset_name: str | None, log_history: list[dict[str, Any]]) -> str:

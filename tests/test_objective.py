@@ -12,7 +12,7 @@ from trl import GRPOConfig, GRPOTrainer
 from hir_trl import ConstraintReward, HiRTrainer
 from hir_trl.replay import allocate_shortfall, select_replays
 
-from .test_trainer import assert_group_advantages, make_args, spy_generation
+from .test_trainer import assert_group_advantages, logps, make_args, spy_generation
 
 M, K = 6, 2
 
@@ -465,22 +465,31 @@ def test_trainer_builds_the_judge_from_the_config(tmp_path, tiny_model_path, mon
 # ---------------------------------------------------------------- vLLM keys of replay rows, simulated on CPU
 
 
-@pytest.mark.parametrize("mode", ["original", "hindsight"])
-def test_vllm_importance_sampling_keys_are_set_explicitly_for_replays(tmp_path, tiny_model_path, sample_dataset,
-                                                                      monkeypatch, mode):
-    """GRPOTrainer's vLLM path adds `sampling_per_token_logps` (B, T) and `importance_sampling_ratio` (B, T) for
-    the sampled rows; both belong to (q, y). Simulated here by adding them to super's output."""
+def _simulate_vllm(monkeypatch, importance_sampling: bool):
+    """GRPOTrainer's vLLM path adds `sampling_per_token_logps` (B, T) for the sampled rows and, with its importance
+    sampling correction, `importance_sampling_ratio` (B, T) and its own `old_per_token_logps` pass; all belong to
+    (q, y). Simulated by adding them to super's output; HiR's recorder is off, as under vLLM."""
     original = GRPOTrainer._generate_and_score_completions
 
     def with_vllm_keys(self, inputs):
+        self._no_recording_reason = "vLLM generates (simulated)"
         out = original(self, inputs)
         generator = torch.Generator().manual_seed(0)
         shape = out["completion_ids"].shape
         out["sampling_per_token_logps"] = -torch.rand(shape, generator=generator) * 5
-        out["importance_sampling_ratio"] = 0.5 + torch.rand(shape, generator=generator)
+        if importance_sampling:
+            out["importance_sampling_ratio"] = 0.5 + torch.rand(shape, generator=generator)
+            out["old_per_token_logps"] = logps(self, out["prompt_ids"], out["prompt_mask"], out["completion_ids"],
+                                               out["completion_mask"])
         return out
 
     monkeypatch.setattr(GRPOTrainer, "_generate_and_score_completions", with_vllm_keys)
+
+
+@pytest.mark.parametrize("mode", ["original", "hindsight"])
+def test_vllm_importance_sampling_keys_are_set_explicitly_for_replays(tmp_path, tiny_model_path, sample_dataset,
+                                                                      monkeypatch, mode):
+    _simulate_vllm(monkeypatch, importance_sampling=True)
     trainer, calls = run(tmp_path, tiny_model_path, sample_dataset, replay_old_logps=mode)
     inputs, out, replay = calls[0]
     B = len(inputs)
@@ -511,3 +520,42 @@ def test_truncated_completions_are_not_replayed_when_disabled(tmp_path, tiny_mod
     assert "replay" not in replay.kinds and replay.kinds.count("supplementary") == (B // M) * K
     trainer, calls = run(tmp_path / "on", tiny_model_path, sample_dataset, own_logps=False)
     assert "replay" in calls[0][2].kinds  # the same batch with truncated completions allowed (paper) replays
+
+
+@pytest.mark.parametrize("mode", ["original", "hindsight"])
+def test_vllm_without_importance_sampling_reuses_its_sampling_logps(tmp_path, tiny_model_path, sample_dataset,
+                                                                     monkeypatch, mode):
+    """vLLM with its correction off and aligned steps: TRL stores no old log-probs. 'original' takes vLLM's sampling
+    log-probs as pi_old(y | q) for every row (no pass under q); 'hindsight' stores none (TRL's detached current
+    log-probs) and gives a replay the sampling log-probs of (q', y) from one pass under q'."""
+    _simulate_vllm(monkeypatch, importance_sampling=False)
+    trainer = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path, replay_old_logps=mode),
+                         train_dataset=sample_dataset)
+    calls = spy_generation(trainer)
+    passes = []
+    policy_pass = trainer._policy_pass
+
+    def counting(model, prompt_ids, *args, **kwargs):
+        passes.append(prompt_ids.size(0))
+        return policy_pass(model, prompt_ids, *args, **kwargs)
+
+    trainer._policy_pass = counting
+    trainer.train()
+    inputs, out, replay = calls[0]
+    B = len(inputs)
+    replays = [i for i, kind in enumerate(replay.kinds) if kind == "replay"]
+    assert replays
+    if mode == "original":
+        assert passes == [B]  # F_div ("exact"): vLLM gives no entropies; the old log-probs come with that pass
+        mask = out["completion_mask"][:B].bool()
+        assert torch.equal(out["old_per_token_logps"][:B][mask], out["sampling_per_token_logps"][:B][mask])
+        for i in replays:
+            row, src = B + i, replay.sources[i]
+            assert torch.equal(out["old_per_token_logps"][row], out["sampling_per_token_logps"][src])
+    else:
+        assert "old_per_token_logps" not in out
+        assert passes == [B, len(replay.kinds)]  # F_div under q, then the new rows under q'
+        for i in replays:
+            row = B + i
+            mask = out["completion_mask"][row].bool()
+            assert torch.allclose(out["sampling_per_token_logps"][row][mask], out["own_logps"][row][mask], atol=1e-4)

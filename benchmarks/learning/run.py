@@ -194,8 +194,8 @@ def run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_p
                 "hir/groups_all_failed", "hir/lambda", "hir/replay_integrity_mean", "completions/mean_length",
                 "step_time", "loss", "entropy", "clip_ratio/high_mean", "clip_ratio/low_mean",
                 "clip_ratio/region_mean")
-        logs = [{"step": e["step"], **{k: e[k] for k in keep if k in e}} for e in trainer.state.log_history
-                if "loss" in e or "reward/ila" in e]
+        logs = [{"step": e["step"], **{k: e[k] for k in e if k in keep or k.startswith("hir/seconds_")}}
+                for e in trainer.state.log_history if "loss" in e or "reward/ila" in e]
     record = {
         "method": method, "seed": seed, "bench": dataclasses.asdict(bench), "overrides": overrides,
         "checkpoint": _checkpoint_id(task_dir),
