@@ -39,10 +39,11 @@ def _training_texts(dataset) -> list[str]:
 
 
 def train(script_args, training_args, model_args) -> None:
-    """Run one HiR training job: load the data, (optionally) build the tiny model, train, save, push.
+    """Run one HiR training job: load the data, (optionally) build the model (``build_model``), train, save, push.
 
     Raises:
         ValueError: no ``dataset_name``; see also `hir_trl.load_hir_dataset` and `HiRTrainer`.
+        MissingDependencyError: ``build_model: smollm2`` without its packages (`hir_trl.models`).
     """
     import transformers
     from packaging.version import Version
@@ -56,10 +57,14 @@ def train(script_args, training_args, model_args) -> None:
     dataset = load_hir_dataset(script_args.dataset_name, split=script_args.dataset_train_split,
                                name=script_args.dataset_config, max_rows=script_args.dataset_max_rows,
                                on_unverifiable=script_args.dataset_on_unverifiable)
-    if script_args.build_tiny_model:
+    if script_args.build_model == "tiny":
         from .tiny import ensure_tiny_model
 
         ensure_tiny_model(model_args.model_name_or_path, lambda: _training_texts(dataset))
+    elif script_args.build_model == "smollm2":
+        from .models import ensure_smollm2_model
+
+        ensure_smollm2_model(model_args.model_name_or_path)
 
     model_init_kwargs = dict(revision=model_args.model_revision, trust_remote_code=training_args.trust_remote_code,
                              attn_implementation=model_args.attn_implementation, dtype=model_args.dtype)
@@ -90,8 +95,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
     if command == "train":
+        from .models import MissingDependencyError
+
         script_args, training_args, model_args = make_train_parser().parse_args_and_config(rest)
-        train(script_args, training_args, model_args)
+        try:
+            train(script_args, training_args, model_args)
+        except MissingDependencyError as error:  # a user error: one line saying what to install, no traceback
+            print(f"hir-trl train: error: {error}", file=sys.stderr)
+            return 1
         return 0
     if command == "synth":
         from .synth import main as synth_main

