@@ -50,6 +50,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from transformers import TrainerCallback  # noqa: E402
+
 from benchmarks.learning.task import CACHE_ROOT, sample_responses, write_jsonl  # noqa: E402
 
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
@@ -398,7 +400,7 @@ def pilot_steps(rows_path: Path, model_dir: Path = MODEL_DIR, *, method: str = "
 
     Returns:
         ``{"method", "lora", "trainable_parameters", "steps": [per-step records of
-        `benchmarks.learning.profiling.StepProfiler`], "setup_seconds"}``.
+        `benchmarks.learning.profiling.StepProfiler`, plus ``process_cpu_seconds``], "setup_seconds"}``.
     """
     import tempfile
 
@@ -427,11 +429,32 @@ def pilot_steps(rows_path: Path, model_dir: Path = MODEL_DIR, *, method: str = "
         trainer = HiRTrainer(model=str(model_dir), args=args, train_dataset=dataset, peft_config=peft_config)
         trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
         profiler = StepProfiler("cpu").attach(trainer)
+        cpu = _CpuTime()
+        trainer.add_callback(cpu)
         setup = time.perf_counter() - start
         trainer.train()
+    for record, cpu_seconds in zip(profiler.steps, cpu.seconds):
+        record["process_cpu_seconds"] = cpu_seconds
     return {"method": method, "lora": lora, "trainable_parameters": trainable, "setup_seconds": setup,
             "prompts_per_step": prompts_per_step, "rows_per_group": m + k,
             "max_completion_length": max_completion_length, "steps": profiler.steps}
+
+
+class _CpuTime(TrainerCallback):
+    """CPU seconds (user + system, all threads) this process spent in each optimizer step.
+
+    On a shared machine wall time depends on the other processes; CPU time measures the step's own work.
+    """
+
+    def __init__(self) -> None:
+        self.seconds: list[float] = []
+        self._start = 0.0
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._start = time.process_time()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.seconds.append(time.process_time() - self._start)
 
 
 # ------------------------------------------------------------------------------------------------ command line
@@ -462,6 +485,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     pilot.add_argument("--prompts-per-step", type=int, default=2)
     pilot.add_argument("--max-completion-length", type=int, default=64)
     pilot.add_argument("--task-json", default=None, help="RealTaskConfig overrides as JSON")
+    pilot.add_argument("--rows", type=Path, default=None,
+                       help="training rows to time on (default: the task's rl_prompts.jsonl, built if needed)")
     pilot.add_argument("--output", type=Path, default=None, help="write the JSON result here too")
     ns = parser.parse_args(argv)
 
@@ -472,6 +497,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if ns.command == "ifeval":
         result = score_ifeval(ns.model, ns.output_dir, max_tokens=ns.max_tokens, temperature=ns.temperature,
                               batch_size=ns.batch_size, limit=ns.limit, threads=ns.threads)
+    elif ns.command == "pilot" and ns.rows is not None:
+        from hir_trl.models import ensure_smollm2_model
+
+        result = pilot_steps(ns.rows, ensure_smollm2_model(MODEL_DIR), method=ns.method, lora=ns.lora,
+                             steps=ns.steps, prompts_per_step=ns.prompts_per_step,
+                             max_completion_length=ns.max_completion_length)
+        result["torch_threads"] = torch.get_num_threads()
     else:
         cfg = RealTaskConfig(**json.loads(ns.task_json or "{}"))
         task_dir = ensure_real_task(cfg, log=lambda s: print(time.strftime("%H:%M:%S"), s, file=sys.stderr,
