@@ -112,22 +112,22 @@ def _row(*constraints):
 
 
 def test_score_responses():
-    row = _row(("punctuation:no_comma", {}), ("change_case:english_lowercase", {}),
+    row = _row(("punctuation:no_comma", {}), ("detectable_format:title", {}),
                ("keywords:existence", {"keywords": ["harbor"]}))
-    scores = score_responses([row] * 3, ["the rivers flow slowly down to the old harbor in the quiet town.",
-                                         "The rivers flow slowly, down to the old harbor in the quiet town.",
-                                         "the rivers, the rivers and the lakes are everywhere in this town."])
+    scores = score_responses([row] * 3, ["<<Rivers>> The river runs to the harbor.",
+                                         "<<Rivers>> The river runs, slowly, to the harbor.",
+                                         "Rivers, rivers everywhere."])
     assert scores["ila"] == pytest.approx(1 / 3)
-    assert scores["cla"] == pytest.approx((3 / 3 + 1 / 3 + 1 / 3) / 3)
+    assert scores["cla"] == pytest.approx((3 / 3 + 2 / 3 + 0) / 3)
     assert scores["family"]["no_comma"] == pytest.approx(1 / 3)
-    assert scores["family"]["lowercase"] == pytest.approx(2 / 3)
+    assert scores["family"]["title"] == pytest.approx(2 / 3)
     assert scores["family"]["keyword"] == pytest.approx(2 / 3)
-    assert scores["count"]["keyword"] == 3 and scores["count"]["title"] == 0
-    assert scores["family"]["title"] != scores["family"]["title"]  # NaN: no such constraint
+    assert scores["count"]["keyword"] == 3 and scores["count"]["postscript"] == 0
+    assert scores["family"]["postscript"] != scores["family"]["postscript"]  # NaN: no such constraint
     with pytest.raises(ValueError, match="2 rows but 1 responses"):
         score_responses([row, row], ["a"])
-    with pytest.raises(ValueError, match=r"row 0 \(x\).*detectable_content:postscript"):
-        score_responses([_row(("detectable_content:postscript", {"postscript_marker": "P.S."}))], ["a"])
+    with pytest.raises(ValueError, match=r"row 0 \(x\).*change_case:english_lowercase"):
+        score_responses([_row(("change_case:english_lowercase", {}))], ["a"])
 
 
 def test_evaluate_held_out_is_reproducible(tiny_model_path):
@@ -156,3 +156,31 @@ def test_score_ifeval_runs_hir_trl_eval(tiny_model_path, tmp_path):
     assert json.loads((tmp_path / "ifeval" / "summary.json").read_text())["settings"]["limit"] == 3
     with pytest.raises(RuntimeError, match="hir-trl eval failed"):
         score_ifeval(tmp_path / "no-model", tmp_path / "x", limit=1, benchmark=benchmark)
+
+
+@pytest.mark.slow
+def test_real_task_benchmark_end_to_end(tmp_path, tiny_model_path):
+    """The learning benchmark on the real-model task, with a tiny stand-in model and LoRA: rows, base rates,
+    HiR and RL-IR runs scored per constraint type, the report."""
+    shared_file("muldimif/test.json")
+    from benchmarks.learning.run import BenchConfig, run_all
+
+    task = RealTaskConfig(model_dir=str(tiny_model_path), num_eval_tasks=4, num_rl_prompts=8, base_samples=1,
+                          max_new_tokens=8)
+    bench = BenchConfig(methods=("hir", "rl_ir"), seeds=(0,), prompts=4, prompts_per_step=2, eval_every=1,
+                        eval_prompts=4, eval_samples=1, max_completion_length=8, jobs=1, lora_rank=4)
+    run_all(bench, task, tmp_path / "results", cache_root=tmp_path / "cache", log=lambda s: None)
+    task_dir = tmp_path / "cache" / f"real-{task.key()}"
+    assert (task_dir / "model").resolve() == tiny_model_path.resolve()
+    meta = json.loads((task_dir / "meta.json").read_text())
+    assert meta["kind"] == "real" and meta["eval_base_model"]["samples"] == 1
+    assert len((task_dir / "eval_rows.jsonl").read_text().splitlines()) == 4
+    runs = {p.stem: json.loads(p.read_text()) for p in (tmp_path / "results" / "runs").glob("*.json")}
+    assert set(runs) == {"hir-seed0", "rl_ir-seed0"}
+    for run in runs.values():
+        assert [e["step"] for e in run["evals"]] == [0, 1, 2]
+        assert set(run["evals"][0]["family"]) == set(CONSTRAINT_TYPES)
+        assert run["bench"]["lora_rank"] == 4
+    assert runs["hir-seed0"]["steps"][0]["generated_sequences"] == 2 * 6
+    assert runs["rl_ir-seed0"]["steps"][0]["generated_sequences"] == 2 * 8
+    assert "Real MulDimIF requests" in (tmp_path / "results" / "results.md").read_text()

@@ -57,20 +57,20 @@ from benchmarks.learning.task import CACHE_ROOT, sample_responses, write_jsonl  
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 MULDIMIF_TEST = SHARED_DATA / "muldimif" / "test.json"
 IFEVAL_INPUT = SHARED_DATA / "ifeval" / "input_data.jsonl"
-MODEL_DIR = REPO_ROOT / "outputs" / "SmolLM2-135M-Instruct"
+MODEL_DIR = REPO_ROOT / "outputs" / "SmolLM2-135M-Instruct"  # RealTaskConfig.model_dir's default
 #: The separator of MulDimIF's Listing rows (and of hir-trl's ``type3`` template).
 LISTING_SEPARATOR = "The output must follow the following rules"
 
 #: short name -> IFEval instruction id, in heatmap order: the constraint types the task draws from.
 CONSTRAINT_TYPES: dict[str, str] = {
     "no_comma": "punctuation:no_comma",
-    "lowercase": "change_case:english_lowercase",
-    "keyword": "keywords:existence",
     "forbidden": "keywords:forbidden_words",
+    "lowercase_words": "count:lowercase_counting",
     "title": "detectable_format:title",
-    "quotation": "startend:quotation",
     "highlights": "detectable_format:number_highlighted_sections",
-    "capital_words": "change_case:capital_word_frequency",
+    "postscript": "detectable_content:postscript",
+    "keyword": "keywords:existence",
+    "placeholders": "detectable_content:number_placeholders",
 }
 TYPE_OF_ID = {v: k for k, v in CONSTRAINT_TYPES.items()}
 
@@ -89,6 +89,8 @@ class RealTaskConfig:
         instruction_ids: the constraint types drawn from.
         base_samples: completions per held-out row for the base model's rates in ``meta.json``.
         max_new_tokens / temperature: the sampling of those completions (the benchmark's settings).
+        model_dir: the starting checkpoint (relative to the repository root, or absolute). When it holds no model,
+            SmolLM2-135M-Instruct is converted into it (`hir_trl.models.ensure_smollm2_model`).
     """
 
     seed: int = 0
@@ -100,9 +102,10 @@ class RealTaskConfig:
     max_task_chars: int = 300
     template: str = "type3"
     instruction_ids: tuple[str, ...] = tuple(CONSTRAINT_TYPES.values())
-    base_samples: int = 4
+    base_samples: int = 2
     max_new_tokens: int = 64
     temperature: float = 1.0
+    model_dir: str = "outputs/SmolLM2-135M-Instruct"
 
     def key(self) -> str:
         blob = json.dumps(dataclasses.asdict(self), sort_keys=True) + f"|real-task-v{TASK_VERSION}"
@@ -316,8 +319,7 @@ def cache_dir(cfg: RealTaskConfig, root: Path | None = None) -> Path:
     return (root or CACHE_ROOT) / f"real-{cfg.key()}"
 
 
-def ensure_real_task(cfg: RealTaskConfig, root: Path | None = None, model_dir: Path = MODEL_DIR, log=print,
-                     threads: int | None = None) -> Path:
+def ensure_real_task(cfg: RealTaskConfig, root: Path | None = None, log=print, threads: int | None = None) -> Path:
     """Build (once) the rows, the converted model and the base model's held-out rates; return the cache directory.
 
     The directory holds ``rl_prompts.jsonl`` / ``eval_prompts.jsonl`` (native rows), ``eval_rows.jsonl``, ``model``
@@ -335,7 +337,7 @@ def ensure_real_task(cfg: RealTaskConfig, root: Path | None = None, model_dir: P
     import torch
     from filelock import FileLock
 
-    from hir_trl.models import BUILD_RECORD, ensure_smollm2_model
+    from hir_trl.models import ensure_smollm2_model
 
     out = cache_dir(cfg, root)
     if (out / "meta.json").is_file():
@@ -349,7 +351,9 @@ def ensure_real_task(cfg: RealTaskConfig, root: Path | None = None, model_dir: P
             if threads:
                 torch.set_num_threads(threads)
             t0 = time.perf_counter()
-            ensure_smollm2_model(model_dir)
+            model_dir = REPO_ROOT / cfg.model_dir
+            if not (model_dir / "config.json").is_file():
+                ensure_smollm2_model(model_dir)
             t_model = time.perf_counter() - t0
             data = build_rows(cfg)
             write_jsonl(out / "rl_prompts.jsonl", data["rl"])
@@ -361,14 +365,12 @@ def ensure_real_task(cfg: RealTaskConfig, root: Path | None = None, model_dir: P
             if not link.exists():
                 link.symlink_to(os.path.relpath(Path(model_dir).resolve(), out.resolve()), target_is_directory=True)
             base = measure_base_rates(model_dir, data["eval"], cfg, log)
-            config = json.loads((Path(model_dir) / "config.json").read_text())
-            build = json.loads((Path(model_dir) / BUILD_RECORD).read_text())
             meta = {"kind": "real", "config": dataclasses.asdict(cfg), "key": cfg.key(), "model_dir": str(model_dir),
-                    "parameters": build["parameters"], "vocab_size": config["vocab_size"],
+                    "parameters": base.pop("parameters"), "vocab_size": base.pop("vocab_size"),
                     "families": list(CONSTRAINT_TYPES),
                     "description": f"Real MulDimIF requests with {cfg.min_constraints}-{cfg.max_constraints} "
-                                   f"programmatic IFEval constraints ({len(CONSTRAINT_TYPES)} types), "
-                                   f"SmolLM2-135M-Instruct",
+                                   f"programmatic IFEval constraints ({len(cfg.instruction_ids)} types), "
+                                   f"model {Path(cfg.model_dir).name}",
                     "num_train_tasks": len(data["train_tasks"]), "num_eval_tasks": len(data["eval_tasks"]),
                     "model_seconds": t_model, "sft": None, "eval_base_model": base,
                     # the starting model's held-out rates, under the synthetic task's key (report.py reads it)
@@ -392,6 +394,7 @@ def measure_base_rates(model_dir: Path, rows: Sequence[dict[str, Any]], cfg: Rea
                                           temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens)
     lengths = [len(tokenizer(r, add_special_tokens=False)["input_ids"]) for r in responses]
     scores.update(samples=cfg.base_samples, seconds=time.perf_counter() - start,
+                  parameters=sum(p.numel() for p in model.parameters()), vocab_size=model.config.vocab_size,
                   mean_response_tokens=sum(lengths) / len(lengths),
                   truncated_fraction=sum(n >= cfg.max_new_tokens for n in lengths) / len(lengths),
                   examples=responses[:4])
@@ -526,7 +529,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if ns.command == "build":
             result = json.loads((task_dir / "meta.json").read_text())
         else:
-            result = pilot_steps(task_dir / "rl_prompts.jsonl", method=ns.method, lora=ns.lora, steps=ns.steps,
+            result = pilot_steps(task_dir / "rl_prompts.jsonl", task_dir / "model", method=ns.method, lora=ns.lora, steps=ns.steps,
                                  prompts_per_step=ns.prompts_per_step,
                                  max_completion_length=ns.max_completion_length)
             result["torch_threads"] = torch.get_num_threads()
