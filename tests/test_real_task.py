@@ -181,6 +181,7 @@ def test_real_task_benchmark_end_to_end(tmp_path, tiny_model_path):
         assert [e["step"] for e in run["evals"]] == [0, 1, 2]
         assert set(run["evals"][0]["family"]) == set(CONSTRAINT_TYPES)
         assert run["bench"]["lora_rank"] == 4
-    assert runs["hir-seed0"]["steps"][0]["generated_sequences"] == 2 * 6
+    # HiR samples m = 6 per prompt, plus at most k = 2 supplementary samples per group short of candidates.
+    assert 2 * 6 <= runs["hir-seed0"]["steps"][0]["generated_sequences"] <= 2 * (6 + 2)
     assert runs["rl_ir-seed0"]["steps"][0]["generated_sequences"] == 2 * 8
     assert "Real MulDimIF requests" in (tmp_path / "results" / "results.md").read_text()
