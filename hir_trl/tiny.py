@@ -24,8 +24,6 @@ identical weights.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -285,26 +283,13 @@ def ensure_tiny_model(
             `build_tiny_model`).
         TypeError: Unknown keyword arguments, or bad ``texts``.
     """
-    from filelock import FileLock
+    from .models import build_once
 
-    path = Path(output_dir)
-    if (path / "config.json").is_file():
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path.parent / f"{path.name}.lock")):
-        if (path / "config.json").is_file():
-            return path
+    def build(tmp: Path) -> None:
         texts = texts_or_callable() if callable(texts_or_callable) else texts_or_callable
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
-        try:
-            build_tiny_model(tmp, texts, **kwargs)
-            path.mkdir(parents=True, exist_ok=True)
-            names = sorted(p.name for p in tmp.iterdir() if p.name != "config.json")
-            for name in [*names, "config.json"]:
-                os.replace(tmp / name, path / name)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return path
+        build_tiny_model(tmp, texts, **kwargs)
+
+    return build_once(output_dir, build)
 
 
 __all__ = [

@@ -54,10 +54,10 @@ def _curve(runs: list[dict[str, Any]], key: str) -> tuple[list[int], list[float]
     return steps, means, sds
 
 
-def _family_matrix(runs: list[dict[str, Any]]) -> tuple[list[int], list[list[float]]]:
+def _family_matrix(runs: list[dict[str, Any]], families=FAMILIES) -> tuple[list[int], list[list[float]]]:
     steps = sorted(set.intersection(*[{e["step"] for e in r["evals"]} for r in runs]))
     matrix = []
-    for family in FAMILIES:
+    for family in families:
         row = []
         for s in steps:
             row.append(_mean([next(e["family"][family] for e in r["evals"] if e["step"] == s) for r in runs]))
@@ -179,11 +179,12 @@ def _plots(summary: dict[str, Any], runs: list[dict[str, Any]], out: Path) -> li
     files.append("ila_vs_time.png")
 
     by = _by_method(runs)
+    families = summary.get("families") or list(FAMILIES)
     fig, axes = plt.subplots(1, len(order), figsize=(3.4 * len(order) + 1, 3.6), sharey=True)
     axes = [axes] if len(order) == 1 else list(axes)
     image = None
     for ax, m in zip(axes, order):
-        steps, matrix = _family_matrix(by[m])
+        steps, matrix = _family_matrix(by[m], families)
         image = ax.imshow(matrix, aspect="auto", cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
         per_step = summary["learning"][m]["prompts"][1] // steps[1] if len(steps) > 1 and steps[1] else 1
         ticks = list(range(0, len(steps), max(1, math.ceil((len(steps) - 1) / 4))))
@@ -191,8 +192,8 @@ def _plots(summary: dict[str, Any], runs: list[dict[str, Any]], out: Path) -> li
         ax.set_xticklabels([str(steps[i] * per_step) for i in ticks])
         ax.set_xlabel("training prompts")
         ax.set_title(LABELS[m])
-    axes[0].set_yticks(range(len(FAMILIES)))
-    axes[0].set_yticklabels(list(FAMILIES))
+    axes[0].set_yticks(range(len(families)))
+    axes[0].set_yticklabels(list(families))
     fig.colorbar(image, ax=axes, fraction=0.02, pad=0.01, label="held-out accuracy")
     fig.savefig(out / "constraint_heatmap.png", dpi=90, bbox_inches="tight")
     plt.close(fig)
@@ -229,8 +230,11 @@ def _markdown(summary: dict[str, Any], meta: dict[str, Any], bench: dict[str, An
     order = [m for m in ("hir", "hir_paper", "random", "rl_ir", "rl_cr") if m in learning]
     n_seeds = len(learning[order[0]]["seeds"])
     lines = ["# HiR learning benchmark: results", ""]
-    lines += [f"Synthetic 3-6-constraint IFEval task (8 constraint types), {meta['parameters'] / 1e6:.2f}M-parameter "
-              f"Qwen2 warm-started by SFT (held-out ILA {_pct(meta['eval_sft_model']['ila'])}%, CLA "
+    start = (f"{meta['description']} ({meta['parameters'] / 1e6:.1f}M parameters; base model's held-out ILA "
+             if meta.get("description") else
+             f"Synthetic 3-6-constraint IFEval task (8 constraint types), {meta['parameters'] / 1e6:.2f}M-parameter "
+             "Qwen2 warm-started by SFT (held-out ILA ")
+    lines += [f"{start}{_pct(meta['eval_sft_model']['ila'])}%, CLA "
               f"{_pct(meta['eval_sft_model']['cla'])}%). {n_seeds} seeds per method, "
               f"{bench['prompts']} training prompts per run ({bench['prompts_per_step']} per step, "
               f"{bench['prompts'] // bench['prompts_per_step']} steps), {bench['m'] + bench['k']} trained rows per group "
@@ -313,8 +317,9 @@ def write_report(runs: list[dict[str, Any]], meta: dict[str, Any], bench, task, 
     task_d = dataclasses.asdict(task) if dataclasses.is_dataclass(task) else dict(task)
     out.mkdir(parents=True, exist_ok=True)
     summary = summarize(runs, bench_d)
+    summary["families"] = list(meta.get("families") or FAMILIES)
     files = _plots(summary, runs, out)
-    summary.update(bench=bench_d, task=task_d, timing=timing,
+    summary.update(bench=bench_d, task=task_d, timing=timing, description=meta.get("description"),
                    sft_model={k: meta[k] for k in ("key", "parameters", "vocab_size", "sft", "eval_sft_model")})
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     (out / "results.md").write_text(_markdown(summary, meta, bench_d, task_d, timing, files))
@@ -327,7 +332,8 @@ def main(argv: list[str] | None = None) -> None:
     old = json.loads((out / "summary.json").read_text()) if (out / "summary.json").is_file() else {}
     bench = old.get("bench") or runs[0]["bench"]
     task = old.get("task", {})
-    meta = {"parameters": old.get("sft_model", {}).get("parameters", 0), **old.get("sft_model", {})}
+    meta = {"parameters": old.get("sft_model", {}).get("parameters", 0), **old.get("sft_model", {}),
+            "families": old.get("families"), "description": old.get("description")}
     timing = old.get("timing", {"sft_seconds": 0.0, "runs_seconds": 0.0, "total_seconds": 0.0})
     write_report(runs, meta, bench, task, timing, out)
     print(out / "results.md")

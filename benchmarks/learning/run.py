@@ -27,6 +27,7 @@ Usage (from the repository root)::
     python -m benchmarks.learning.run                      # the default configuration (see README)
     python -m benchmarks.learning.run --preset toy         # a minute-long smoke run
     python -m benchmarks.learning.run --device cuda --jobs 1
+    python -m benchmarks.learning.run --preset smollm2-cpu  # the real-model task (SmolLM2-135M-Instruct, LoRA)
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ class BenchConfig:
     jobs: int = 2
     threads: int = 1
     extra: str = ""                  # JSON object of HiRConfig overrides applied to every method (ablations)
+    lora_rank: int = 0               # > 0: train a peft LoRA adapter of this rank (alpha 2 x rank, all linear layers)
 
     @property
     def steps(self) -> int:
@@ -91,6 +93,15 @@ PRESETS: dict[str, dict[str, Any]] = {
                       "max_completion_length": 48, "jobs": 1},
             "task": {"num_rl_prompts": 32, "num_eval_prompts": 8, "num_sft_examples": 96, "hidden_size": 64,
                      "intermediate_size": 128, "num_layers": 2, "sft_epochs": 1}},
+    # The real-model task (benchmarks/learning/real_task.py: SmolLM2-135M-Instruct, `make install-smollm2`), HiR vs
+    # RL-IR, 1 seed, LoRA, 64-token completions. Sized from the step-time pilot (66-85 CPU-seconds per step on one
+    # thread, 9-11 GB peak RSS per run, so one run at a time): 2 x 32 steps + 2 x 5 evaluations of 64 completions is
+    # about 1.7 CPU-hours, under 2 hours even if the second thread gave nothing. Estimated, not run yet.
+    "smollm2-cpu": {"task_kind": "real",
+                    "bench": {"methods": ("hir", "rl_ir"), "seeds": (0,), "prompts": 64, "prompts_per_step": 2,
+                              "learning_rate": 1e-4, "max_completion_length": 64, "eval_every": 8,
+                              "eval_prompts": 64, "eval_samples": 1, "jobs": 1, "threads": 2, "lora_rank": 16},
+                    "task": {}},
 }
 
 
@@ -100,10 +111,13 @@ PRESETS: dict[str, dict[str, Any]] = {
 class HeldOutEval:
     """TrainerCallback: held-out ILA / CLA / per-family accuracy at step 0 and every ``every`` steps."""
 
-    def __init__(self, rows, bench: BenchConfig, profiler, tokenizer):
+    def __init__(self, rows, bench: BenchConfig, profiler, tokenizer, score_responses=None):
         from transformers import TrainerCallback
 
+        from benchmarks.learning.task import score_responses as synthetic_scores
+
         self.rows, self.bench, self.profiler, self.tokenizer = rows, bench, profiler, tokenizer
+        self.score_responses = score_responses or synthetic_scores
         self.records: list[dict[str, Any]] = []
         outer = self
 
@@ -119,7 +133,7 @@ class HeldOutEval:
         self.callback = _Callback()
 
     def evaluate(self, model, step: int) -> None:
-        from benchmarks.learning.task import sample_responses, score_responses
+        from benchmarks.learning.task import sample_responses
 
         if self.records and self.records[-1]["step"] == step:
             return
@@ -127,7 +141,7 @@ class HeldOutEval:
         rows, responses = sample_responses(model, self.tokenizer, self.rows, samples=self.bench.eval_samples,
                                            temperature=self.bench.eval_temperature,
                                            max_new_tokens=self.bench.max_completion_length)
-        scores = score_responses(rows, responses)
+        scores = self.score_responses(rows, responses)
         train_seconds = sum(s["step_seconds"] for s in self.profiler.steps)
         self.records.append({"step": step, "prompts": step * self.bench.prompts_per_step,
                              "train_seconds": train_seconds, "eval_seconds": time.perf_counter() - start,
@@ -183,10 +197,19 @@ def run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_p
         settings.update(json.loads(bench.extra) if bench.extra else {})
         settings.setdefault("per_device_train_batch_size", bench.prompts_per_step * settings["num_generations"])
         args = HiRConfig(**settings)
-        trainer = HiRTrainer(model=str(task_dir / "model"), args=args, train_dataset=dataset)
+        peft_config = None
+        if bench.lora_rank:
+            from peft import LoraConfig
+
+            peft_config = LoraConfig(r=bench.lora_rank, lora_alpha=2 * bench.lora_rank, lora_dropout=0.0,
+                                     target_modules="all-linear", task_type="CAUSAL_LM")
+        trainer = HiRTrainer(model=str(task_dir / "model"), args=args, train_dataset=dataset, peft_config=peft_config)
         tokenizer = AutoTokenizer.from_pretrained(task_dir / "model")
         profiler = StepProfiler(bench.device).attach(trainer)
-        evaluator = HeldOutEval(eval_rows, bench, profiler, tokenizer)
+        real = json.loads((task_dir / "meta.json").read_text()).get("kind") == "real"
+        if real:
+            from benchmarks.learning.real_task import score_responses as real_scores
+        evaluator = HeldOutEval(eval_rows, bench, profiler, tokenizer, real_scores if real else None)
         trainer.add_callback(evaluator.callback)
         trainer.train()
         keep = ("reward/ila", "reward/cla", "hir/generated_tokens", "hir/supplementary_samples",
@@ -237,7 +260,7 @@ def _checkpoint_id(task_dir: Path) -> dict[str, Any]:
     """What identifies the starting checkpoint: the task folder and its SFT outcome (SFT is not bit-reproducible
     across machines, so two builds of the same TaskConfig are different starting points)."""
     meta = json.loads((task_dir / "meta.json").read_text())
-    return {"task": task_dir.name, "sft_final_loss": meta["sft"]["final_loss"]}
+    return {"task": task_dir.name, "sft_final_loss": (meta["sft"] or {}).get("final_loss")}
 
 
 def _reusable(path: Path, bench: BenchConfig, task_dir: Path) -> bool:
@@ -250,17 +273,27 @@ def _reusable(path: Path, bench: BenchConfig, task_dir: Path) -> bool:
         return False
     old, new = record.get("bench") or {}, json.loads(json.dumps(dataclasses.asdict(bench)))
     ignored = ("methods", "seeds", "jobs")  # which runs were asked for, and how many at once: not the run itself
+    defaults = json.loads(json.dumps(dataclasses.asdict(BenchConfig())))  # a field added later: its default
     return (record.get("checkpoint") == _checkpoint_id(task_dir)
-            and all(old.get(key) == value for key, value in new.items() if key not in ignored))
+            and all(old.get(key, defaults[key]) == value for key, value in new.items() if key not in ignored))
 
 
-def run_all(bench: BenchConfig, task: TaskConfig, results_dir: Path, cache_root: Path | None = None,
+def run_all(bench: BenchConfig, task, results_dir: Path, cache_root: Path | None = None,
             log=print) -> dict[str, Any]:
-    """SFT (cached), every (method, seed) run, then the report. Returns the report's summary dict."""
+    """SFT (cached), every (method, seed) run, then the report. Returns the report's summary dict.
+
+    ``task``: a `TaskConfig` (the synthetic task and its SFT model) or a `benchmarks.learning.real_task.RealTaskConfig`
+    (the real-model task).
+    """
     from benchmarks.learning.report import write_report
 
     t0 = time.time()
-    task_dir = ensure_sft_model(task, root=cache_root, log=log, threads=bench.threads)
+    if isinstance(task, TaskConfig):
+        task_dir = ensure_sft_model(task, root=cache_root, log=log, threads=bench.threads)
+    else:
+        from benchmarks.learning.real_task import ensure_real_task
+
+        task_dir = ensure_real_task(task, root=cache_root, log=log, threads=bench.threads)
     t_sft = time.time() - t0
     meta = json.loads((task_dir / "meta.json").read_text())
     log(f"SFT checkpoint {task_dir} (held-out ILA {meta['eval_sft_model']['ila']:.3f}, "
@@ -329,7 +362,12 @@ def _parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, BenchConf
     task_values = dict(preset.get("task", {}))
     if ns.task_json:
         task_values.update(json.loads(ns.task_json))
-    task = TaskConfig(**task_values)
+    if preset.get("task_kind") == "real":
+        from benchmarks.learning.real_task import RealTaskConfig
+
+        task = RealTaskConfig(**task_values)
+    else:
+        task = TaskConfig(**task_values)
     return ns, bench, task
 
 

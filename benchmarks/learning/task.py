@@ -530,10 +530,18 @@ def ensure_sft_model(cfg: TaskConfig, root: Path | None = None, log=print, threa
     (native hir-trl rows), ``sft.jsonl`` and ``meta.json`` (the config, SFT loss and time, and the SFT'd model's
     held-out ILA/CLA). A directory with ``meta.json`` is reused as is.
     """
+    return build_cached(cache_dir(cfg, root), lambda out: _build(cfg, out, log), threads)
+
+
+def build_cached(out: Path, build, threads: int | None = None) -> Path:
+    """Run ``build(out)`` unless ``out/meta.json`` exists (``build`` writes it last); return ``out``.
+
+    A file lock ``<out>.lock`` makes concurrent callers wait for one build; ``threads`` sets torch's thread count
+    for the build (restored afterwards).
+    """
     import torch
     from filelock import FileLock
 
-    out = cache_dir(cfg, root)
     if (out / "meta.json").is_file():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -544,7 +552,7 @@ def ensure_sft_model(cfg: TaskConfig, root: Path | None = None, log=print, threa
                 return out
             if threads:
                 torch.set_num_threads(threads)
-            _build(cfg, out, log)
+            build(out)
     finally:
         torch.set_num_threads(previous_threads)
     return out

