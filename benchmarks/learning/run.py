@@ -94,11 +94,11 @@ PRESETS: dict[str, dict[str, Any]] = {
             "task": {"num_rl_prompts": 32, "num_eval_prompts": 8, "num_sft_examples": 96, "hidden_size": 64,
                      "intermediate_size": 128, "num_layers": 2, "sft_epochs": 1}},
     # The real-model task (benchmarks/learning/real_task.py: SmolLM2-135M-Instruct, `make install-smollm2`), HiR vs
-    # RL-IR, 1 seed, LoRA, 64-token completions. Sized from the step-time pilot (66-85 CPU-seconds per step on one
-    # thread, 9-11 GB peak RSS per run, so one run at a time): 2 x 32 steps + 2 x 5 evaluations of 64 completions is
-    # about 1.7 CPU-hours, under 2 hours even if the second thread gave nothing. Estimated, not run yet.
+    # RL-IR, 1 seed, LoRA, 64-token completions. Sized from the step-time pilot: 110-196 s per step with 2 threads at
+    # a load of 4-5 (66-85 CPU-s on one thread), 8-13 GB peak RSS per run, so one run at a time: 2 x 24 steps plus
+    # 2 x 4 evaluations of 64 completions is about 2 hours. Estimated, not run yet.
     "smollm2-cpu": {"task_kind": "real",
-                    "bench": {"methods": ("hir", "rl_ir"), "seeds": (0,), "prompts": 64, "prompts_per_step": 2,
+                    "bench": {"methods": ("hir", "rl_ir"), "seeds": (0,), "prompts": 48, "prompts_per_step": 2,
                               "learning_rate": 1e-4, "max_completion_length": 64, "eval_every": 8,
                               "eval_prompts": 64, "eval_samples": 1, "jobs": 1, "threads": 2, "lora_rank": 16},
                     "task": {}},
