@@ -48,13 +48,14 @@ def test_toy_benchmark_end_to_end(tmp_path):
             assert step["generated_tokens"] > 0
     # HiR samples m = 6 per prompt, plus a supplementary sample for each replay slot no candidate fills (the toy
     # model rarely ends a completion, and cut-off completions are not replayed by default); RL-IR samples m + k = 8.
-    # On the default path (transformers generation, aligned steps) F_div and the replays' old log-probs come from
-    # what sampling recorded (issue 13): neither method runs a no-grad pass of its own.
+    # Only HiR runs the selection; neither runs a no-grad pass (issue 13: HiR records its token entropies and
+    # log-probs while sampling), and HiR's own timings are in its logs.
     first = next(lg for lg in runs["hir-seed0"]["logs"] if "hir/supplementary_samples" in lg)
     assert runs["hir-seed0"]["steps"][0]["generated_sequences"] == 2 * 6 + first["hir/supplementary_samples"]
     assert runs["rl_ir-seed0"]["steps"][0]["generated_sequences"] == 2 * 8
-    assert runs["hir-seed0"]["steps"][0]["nograd_pass"] == 0
+    assert runs["hir-seed0"]["steps"][0]["nograd_pass"] == 0 and runs["hir-seed0"]["steps"][0]["selection"] > 0
     assert runs["rl_ir-seed0"]["steps"][0]["nograd_pass"] == 0
+    assert first["hir/seconds_extra_pass"] == 0 and first["hir/seconds_recording"] > 0
     names = ["results.md", "summary.json"]
     if importlib.util.find_spec("matplotlib") is not None:
         names += ["ila_vs_prompts.png", "ila_vs_time.png", "constraint_heatmap.png", "step_cost.png"]
