@@ -195,7 +195,16 @@ class HiRConfig(GRPOConfig):
         default="deepseek/deepseek-chat",
         metadata={"help": "litellm model string of the soft-constraint judge (paper: DeepSeek-V3.1 non-thinking, "
                   "'deepseek/deepseek-chat'). 'hosted_vllm/<name>' or 'openai/<name>' with judge_api_base for an "
-                  "OpenAI-compatible server such as `vllm serve`. Empty: no judge (soft constraints fail)."},
+                  "OpenAI-compatible server such as `vllm serve`. Empty: no judge (see soft_constraints)."},
+    )
+    soft_constraints: str = field(
+        default="judge",
+        metadata={"help": "Soft (LLM-judged) constraints in the data: 'judge' = judged by judge_model, and training "
+                  "refuses to start when they exist and no judge is configured; 'fail' = judged when a judge is "
+                  "configured, otherwise each gets a failed verdict (a row holding one never meets all its constraints: "
+                  "ILA 0); 'skip' = removed from every row before training (never judged, rewarded or kept in a "
+                  "hindsight instruction; a row left with no constraint is not trained on).",
+                  "choices": ["judge", "fail", "skip"]},
     )
     judge_api_base: str | None = field(
         default=None,
@@ -293,6 +302,7 @@ class HiRConfig(GRPOConfig):
             "advantage_estimator": ("grpo", "reinforce_pp", "reinforce_pp_baseline"),
             "replay_advantage": ("group", "paired", "positive"),
             "diversity_entropy": ("exact", "sampled"),
+            "soft_constraints": ("judge", "fail", "skip"),
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:

@@ -525,3 +525,58 @@ def load_hir_dataset(source: str | os.PathLike, split: str = "train", name: str 
     if not rows:
         raise DatasetFormatError(-1, "<rows>", "holds no rows", os.fspath(source))
     return datasets.Dataset.from_list(rows)
+
+
+# ------------------------------------------------------------------------------------------------ soft constraints
+
+
+def count_soft_constraints(dataset: Any) -> tuple[int, int] | None:
+    """``(soft constraints, rows holding one)`` in normalized rows (`load_hir_dataset`), or None when unknowable.
+
+    ``dataset``: a `datasets.Dataset`, a list of rows, a dict of either (summed over its values: several evaluation
+    sets), or None (``(0, 0)``). A streaming `datasets.IterableDataset` cannot be counted without reading it: None.
+    """
+    if dataset is None:
+        return 0, 0
+    from datasets import IterableDataset
+
+    if isinstance(dataset, IterableDataset):
+        return None
+    if isinstance(dataset, Mapping):
+        counts = [count_soft_constraints(d) for d in dataset.values()]
+        if any(c is None for c in counts):
+            return None
+        return sum(c[0] for c in counts), sum(c[1] for c in counts)
+    column = [row["constraints"] for row in dataset] if isinstance(dataset, (list, tuple)) else dataset["constraints"]
+    per_row = [sum(c.get("kind") == "soft" for c in row) for row in column]
+    return sum(per_row), sum(n > 0 for n in per_row)
+
+
+def drop_soft_constraints(dataset: Any) -> Any:
+    """``dataset`` without its soft constraints (HiRConfig ``soft_constraints: skip``).
+
+    Each row keeps its hard constraints in order; a row left with none is removed (it would be rewarded 1 for any
+    completion). Counts are logged as a warning. Accepts what `count_soft_constraints` accepts (an
+    `IterableDataset` is mapped and filtered lazily, uncounted); returns the same kind.
+    """
+    if dataset is None:
+        return None
+    if isinstance(dataset, Mapping):
+        return type(dataset)({name: drop_soft_constraints(d) for name, d in dataset.items()})  # dict or DatasetDict
+
+    def hard_only(row: Mapping[str, Any]) -> dict[str, Any]:
+        return {"constraints": [c for c in row["constraints"] if c.get("kind") != "soft"]}
+
+    counts = count_soft_constraints(dataset)
+    if isinstance(dataset, (list, tuple)):
+        kept = [{**row, **hard_only(row)} for row in dataset]
+        result = [row for row in kept if row["constraints"]]
+    else:
+        result = dataset.map(hard_only).filter(lambda row: len(row["constraints"]) > 0)
+    if counts is None:
+        logger.warning("soft_constraints='skip': soft constraints removed from a streaming dataset (uncounted)")
+    elif counts[0]:
+        removed = len(dataset) - len(result)
+        logger.warning(f"soft_constraints='skip': {counts[0]} soft constraint(s) in {counts[1]} row(s) are not judged "
+                       f"nor rewarded; {removed} row(s) left with no hard constraint are not trained on")
+    return result

@@ -793,16 +793,10 @@ def build_judge(args: HiRConfig) -> LiteLLMJudge | None:
 def has_soft_constraints(dataset: Any) -> bool:
     """True when some row of a normalized dataset (`hir_trl.load_hir_dataset`) has a ``soft`` constraint.
 
-    Also accepts a list of rows, a dict of datasets (any of them) or None. A streaming ``IterableDataset``,
-    whose column cannot be read without iterating it, is assumed to have some.
+    Accepts what `hir_trl.data.count_soft_constraints` accepts; a streaming ``IterableDataset``, whose column
+    cannot be read without iterating it, is assumed to have some.
     """
-    if dataset is None:
-        return False
-    from datasets import IterableDataset
+    from .data import count_soft_constraints
 
-    if isinstance(dataset, IterableDataset):
-        return True
-    if isinstance(dataset, Mapping):  # several evaluation datasets by name (a dict or DatasetDict)
-        return any(has_soft_constraints(d) for d in dataset.values())
-    column = [row["constraints"] for row in dataset] if isinstance(dataset, Sequence) else dataset["constraints"]
-    return any(c.get("kind") == "soft" for row in column for c in row)
+    counts = count_soft_constraints(dataset)
+    return counts is None or counts[0] > 0

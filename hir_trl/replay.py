@@ -2,7 +2,7 @@
 
 Read next to the paper's Algorithm 1 (``Select-Rewrite(G, k)``) and Algorithm 2 (HiR):
 
-- `curriculum_lambda`:   lambda_s = lambda_0 * (1 + eta)^s                          (paper eq. "lambda")
+- `curriculum_lambda`:   lambda_s = lambda_0 * (1 + eta)^s, capped at LAMBDA_MAX      (paper eq. "lambda")
 - `replay_candidates`:   failed responses (ILA = 0) with enough satisfied constraints (§3.2; released code)
 - `curriculum_scores`:   F(y) = F_div(y) + lambda * F_int(y)                         (Alg. 1 line 4, eq. "selection")
 - `select_top_k`:        T = top-k candidates by F                                    (Alg. 1 line 6)
@@ -24,12 +24,22 @@ from typing import Any
 
 from .templates import join_instruction
 
+#: Cap on the curriculum weight lambda_s. lambda_0 * (1 + eta)^s overflows a float (OverflowError at step 14,548
+#: with the paper's lambda_0 = 2, eta = 0.05; at step 397 with eta = 5), so lambda_s stops growing here. The cap
+#: changes no selection: an integrity step of at least 1/#constraints times 1e6 dwarfs any difference of F_div (the
+#: mean token entropy is at most ln |V|, about 11-12 nats; the 'sum' aggregation stays below 1e5 for completions under
+#: 8k tokens with at most 10 constraints), so from the cap on candidates are ranked by integrity, ties by entropy,
+#: as the uncapped formula ranks them in exact arithmetic (and better than float arithmetic, where 1e300 + H == 1e300
+#: drops the entropy tie-break). Reached at step 269 with the paper's defaults.
+LAMBDA_MAX = 1e6
+
 
 def curriculum_lambda(step: int, lambda_0: float, eta: float) -> float:
     """Curriculum weight on constraint integrity at training step ``step``.
 
-    lambda_s = lambda_0 * (1 + eta)^s (paper eq. "lambda"; Algorithm 2 last line). ``step`` is the
-    optimizer step s (0 for the first step, so lambda_0 is used first, as Algorithm 2 initialises it).
+    lambda_s = min(lambda_0 * (1 + eta)^s, max(lambda_0, LAMBDA_MAX)) (paper eq. "lambda"; Algorithm 2 last line;
+    the cap is ours, see `LAMBDA_MAX`). ``step`` is the optimizer step s (0 for the first step, so lambda_0 is used
+    first, as Algorithm 2 initialises it). Finite for every step.
 
     Raises:
         ValueError: ``step < 0`` or ``eta < 0``.
@@ -38,6 +48,12 @@ def curriculum_lambda(step: int, lambda_0: float, eta: float) -> float:
         raise ValueError(f"step must be >= 0, got {step}")
     if eta < 0:
         raise ValueError(f"eta must be >= 0, got {eta}")
+    cap = max(lambda_0, LAMBDA_MAX)
+    if lambda_0 <= 0 or eta == 0:
+        return lambda_0
+    # compare in log space: (1 + eta) ** step itself overflows long before the product is compared with the cap
+    if math.log(lambda_0) + step * math.log1p(eta) >= math.log(cap):
+        return cap
     return lambda_0 * (1.0 + eta) ** step
 
 

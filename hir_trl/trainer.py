@@ -27,6 +27,7 @@ from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import nanstd, pad
 
 from .configs import HiRConfig
+from .data import count_soft_constraints, drop_soft_constraints
 from .judge import build_judge, has_soft_constraints
 from .replay import allocate_shortfall, curriculum_lambda, hindsight_instruction, hindsight_messages, select_replays
 from .rewards import ConstraintReward, Judge, VerdictMatrix, completion_text, instruction_text
@@ -58,6 +59,30 @@ HIR_PAPER = {
             eprint       = {arXiv:2512.23457},
         }"""),
 }
+
+
+class SoftConstraintsWithoutJudgeError(ValueError):
+    """The data has soft (LLM-judged) constraints, no judge is configured and ``soft_constraints`` is 'judge'."""
+
+
+def check_soft_constraints_judged(train_dataset: Any, eval_dataset: Any = None) -> None:
+    """Refuse to train when soft constraints would silently get reward 0 (HiRConfig ``soft_constraints: judge``).
+
+    Raises:
+        SoftConstraintsWithoutJudgeError: (a `ValueError`) the training or evaluation data holds soft constraints
+            (or is a streaming dataset, which cannot be checked) and no judge is configured.
+    """
+    for split, dataset in (("training", train_dataset), ("evaluation", eval_dataset)):
+        counts = count_soft_constraints(dataset)
+        if counts is not None and counts[0] == 0:
+            continue
+        what = (f"{counts[0]} soft (LLM-judged) constraint(s) in {counts[1]} row(s)" if counts is not None else
+                "a streaming dataset, which may hold soft (LLM-judged) constraints")
+        raise SoftConstraintsWithoutJudgeError(
+            f"the {split} data has {what} but no judge is configured (judge_model is empty), so they would all fail "
+            "silently: set judge_model (and judge_api_key_env, the NAME of the variable holding the key; README "
+            "'Soft constraints'), or choose explicitly with soft_constraints: fail (they count as unmet) or "
+            "soft_constraints: skip (they are removed and not rewarded)")
 
 
 class HiRTrainer(GRPOTrainer):
@@ -125,6 +150,10 @@ class HiRTrainer(GRPOTrainer):
             raise TypeError(f"HiRTrainer needs a HiRConfig, got {type(args).__name__}")
         if isinstance(reward_funcs, list) and len(reward_funcs) == 1:
             reward_funcs = reward_funcs[0]
+        if args.soft_constraints == "skip":
+            train_dataset = drop_soft_constraints(train_dataset)
+            if kwargs.get("eval_dataset") is not None:
+                kwargs["eval_dataset"] = drop_soft_constraints(kwargs["eval_dataset"])
         if reward_funcs is None:
             if judge is None and (has_soft_constraints(train_dataset) or
                                   has_soft_constraints(kwargs.get("eval_dataset"))):
@@ -133,6 +162,8 @@ class HiRTrainer(GRPOTrainer):
         if not isinstance(reward_funcs, ConstraintReward):
             raise TypeError("HiRTrainer's reward is the constraint verdicts: pass reward_funcs=None or a single "
                             f"ConstraintReward, got {type(reward_funcs).__name__}")
+        if reward_funcs.judge is None and args.soft_constraints == "judge":
+            check_soft_constraints_judged(train_dataset, kwargs.get("eval_dataset"))
         check_batch_layout(args)
         self.constraint_reward = reward_funcs
         self._hir_capture: dict[str, Any] | None = None

@@ -39,6 +39,9 @@ from .judge_server import FakeJudgeServer
 KEY_ENV = "HIR_TEST_JUDGE_KEY"
 KEY = "hirtest-Zq8x3KpL0vW7-secret-9f2c41d0"  # distinctive: any occurrence in an output is a leak
 PAPER = REPO_ROOT.parent / "shared" / "paper" / "000_06a7110fcc8b7c25.txt"
+#: Per-attempt timeout of the fault tests: far above FAULT:slow's 0.15 s and litellm's first-call imports even on a
+#: loaded 2-core machine (0.5 s and 2 s timed calls out there), far below FAULT:timeout's 20 s hang.
+TIMEOUT = 5.0
 FAULTS = ["FAULT:500", "FAULT:timeout", "FAULT:slow", "FAULT:malformed", "FAULT:empty", "FAULT:reset",
           "FAULT:flaky500:1"]
 #: Faults after which no verdict exists (every attempt fails) vs those a retry or patience survives.
@@ -64,7 +67,7 @@ def make_judge(fresh_server, monkeypatch):
     judges = []
 
     def make(**overrides):
-        settings = dict(api_base=fresh_server.base_url, api_key_env=KEY_ENV, timeout=0.5, max_retries=1,
+        settings = dict(api_base=fresh_server.base_url, api_key_env=KEY_ENV, timeout=TIMEOUT, max_retries=1,
                         retry_backoff=0.01, max_concurrency=16)
         settings.update(overrides)
         judge = LiteLLMJudge(settings.pop("model", "openai/test"), **settings)
@@ -161,8 +164,8 @@ def test_answers_and_every_fault_are_aligned_and_counted(make_judge, fresh_serve
     assert metrics["judge/failures"] == len(FAILING) + 1  # + the unparseable answer
     assert metrics["judge/retries"] == len(FAILING) + 1  # one retry each for the failing and the flaky prompts
     assert 0 < metrics["judge/latency_p50"] <= metrics["judge/latency_p95"]
-    assert metrics["judge/seconds_per_step"] >= 0.5  # the timeout fault waited
-    assert elapsed < 15  # finite: 2 attempts x 0.5 s timeout, in parallel
+    assert metrics["judge/seconds_per_step"] >= TIMEOUT  # the timeout fault waited
+    assert elapsed < 300  # a hang guard, not a speed target (2 attempts x TIMEOUT; 24 s seen under load)
     assert judge.pop_metrics()["judge/calls"] == 0  # popped
 
 
@@ -256,11 +259,8 @@ def test_concurrency_is_bounded_and_calls_overlap(make_judge, monkeypatch):
     with FakeJudgeServer(latency=0.1) as slow:
         judge = make_judge(api_base=slow.base_url, max_concurrency=4, timeout=5.0)
         judge([triple("plain", response=f"r{i}") for i in range(12)])  # warm-up: litellm's first-call imports
-        start = time.perf_counter()
         judge([triple("plain", response=f"s{i}") for i in range(16)])
-        elapsed = time.perf_counter() - start
-        assert slow.max_in_flight == 4
-        assert elapsed < 16 * 0.1 * 0.75  # clearly faster than one call at a time (4 rounds of 0.1 s ideally)
+        assert slow.max_in_flight == 4  # the calls overlapped, never more than max_concurrency at once
 
 
 def test_rejudge_is_counted_and_cached(make_judge, fresh_server):
@@ -489,7 +489,7 @@ def test_training_step_completes_under_every_fault(tmp_path, tiny_model_path, fr
     soft_texts = [f"The note is calm. {m}" for m in ["ANSWER:YES", "ANSWER:NO", *FAULTS]]
     dataset = _write_dataset(tmp_path, soft_texts)
     args = _args(tmp_path, judge_model="openai/test", judge_api_base=fresh_server.base_url,
-                 judge_api_key_env=KEY_ENV, judge_timeout=0.5, judge_max_retries=1, judge_retry_backoff=0.01)
+                 judge_api_key_env=KEY_ENV, judge_timeout=TIMEOUT, judge_max_retries=1, judge_retry_backoff=0.01)
     judge = build_judge(args)
     trainer = HiRTrainer(model=str(tiny_model_path), args=args, train_dataset=dataset,
                          reward_funcs=ConstraintReward(judge=judge))

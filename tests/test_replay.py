@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hir_trl.replay import (
+    LAMBDA_MAX,
     constraint_integrity,
     curriculum_lambda,
     curriculum_scores,
@@ -29,6 +30,35 @@ def test_curriculum_lambda_matches_paper_schedule():
     assert curriculum_lambda(2, 2.0, 0.05) == pytest.approx(2.205)
     assert curriculum_lambda(100, 2.0, 0.05) == pytest.approx(263.0, rel=1e-3)  # design §2: ~263 by step 100
     assert curriculum_lambda(7, 1.5, 0.0) == 1.5
+
+
+@pytest.mark.parametrize(("lambda_0", "eta", "step"), [(2.0, 0.05, 14_548), (2.0, 0.05, 10**9), (2.0, 5.0, 397),
+                                                      (2.0, 1.0, 10**12), (0.0, 0.5, 10**6)])
+def test_curriculum_lambda_is_finite_and_capped_for_any_step(lambda_0, eta, step):
+    # uncapped, lambda_0 * (1 + eta) ** step raises OverflowError at these steps (the first two are issue 15's)
+    lam = curriculum_lambda(step, lambda_0, eta)
+    assert math.isfinite(lam)
+    assert lam == (LAMBDA_MAX if lambda_0 > 0 else 0.0)
+
+
+def test_curriculum_lambda_cap_boundary_and_monotone():
+    # the paper's schedule reaches the cap between steps 268 and 269, and never decreases
+    assert curriculum_lambda(268, 2.0, 0.05) < LAMBDA_MAX == curriculum_lambda(269, 2.0, 0.05)
+    values = [curriculum_lambda(s, 2.0, 0.05) for s in range(0, 400)]
+    assert values == sorted(values)
+    assert curriculum_lambda(268, 2.0, 0.05) == pytest.approx(2.0 * 1.05 ** 268)
+    # a lambda_0 above the cap is kept as given (the cap never lowers the user's starting weight)
+    assert curriculum_lambda(50, 2e6, 0.05) == 2e6
+
+
+def test_capped_lambda_ranks_like_integrity_then_entropy():
+    # past the cap, selection is integrity first, entropy as the tie-break: what the uncapped formula does in exact
+    # arithmetic (in floats, 1e300 + H == 1e300 would lose the tie-break)
+    integrity = [0.5, 0.75, 0.75, 0.25]
+    entropy = [11.0, 0.1, 0.2, 11.5]
+    lam = curriculum_lambda(10**6, 2.0, 0.05)
+    scores = curriculum_scores(entropy, integrity, lam)
+    assert sorted(range(4), key=lambda i: -scores[i]) == [2, 1, 0, 3]
     with pytest.raises(ValueError, match="step"):
         curriculum_lambda(-1, 2.0, 0.05)
     with pytest.raises(ValueError, match="eta"):

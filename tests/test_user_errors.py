@@ -247,7 +247,7 @@ def test_missing_judge_key_is_one_line(tmp_path, capsys, tiny_model_path, monkey
     code = main(["train", "--config", str(TINY_RECIPE), "--output_dir", str(tmp_path / "out"),
                  "--model_name_or_path", str(tiny_model_path), "--build_tiny_model", "false",
                  "--dataset_name", str(_soft_data(tmp_path)), "--judge_model", "openai/judge",
-                 "--judge_api_key_env", "HIR_TEST_UNSET_KEY"])
+                 "--judge_api_key_env", "HIR_TEST_UNSET_KEY", "--soft_constraints", "judge"])
     out, err = capsys.readouterr()
     assert_one_line_error(code, out, err, "the judge's API key variable 'HIR_TEST_UNSET_KEY' is not set", "export it")
     assert not (tmp_path / "out").exists()

@@ -80,6 +80,7 @@ class BenchConfig:
     threads: int = 1
     extra: str = ""                  # JSON object of HiRConfig overrides applied to every method (ablations)
     lora_rank: int = 0               # > 0: train a peft LoRA adapter of this rank (alpha 2 x rank, all linear layers)
+    save_final: bool = False         # save each run's final model (LoRA merged) under the cache, for IFEval scoring
 
     @property
     def steps(self) -> int:
@@ -100,7 +101,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     "smollm2-cpu": {"task_kind": "real",
                     "bench": {"methods": ("hir", "rl_ir"), "seeds": (0,), "prompts": 48, "prompts_per_step": 2,
                               "learning_rate": 1e-4, "max_completion_length": 64, "eval_every": 8,
-                              "eval_prompts": 64, "eval_samples": 1, "jobs": 1, "threads": 2, "lora_rank": 16},
+                              "eval_prompts": 64, "eval_samples": 1, "jobs": 1, "threads": 2, "lora_rank": 16,
+                              "save_final": True},
                     "task": {}},
 }
 
@@ -216,9 +218,15 @@ def run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_p
                 "hir/filler_samples", "hir/replayed_rows", "hir/replayed_fraction", "hir/rows_per_group",
                 "hir/groups_all_failed", "hir/lambda", "hir/replay_integrity_mean", "completions/mean_length",
                 "step_time", "loss", "entropy", "clip_ratio/high_mean", "clip_ratio/low_mean",
-                "clip_ratio/region_mean")
+                "clip_ratio/region_mean", "verify/errors")
         logs = [{"step": e["step"], **{k: e[k] for k in e if k in keep or k.startswith("hir/seconds_")}}
                 for e in trainer.state.log_history if "loss" in e or "reward/ila" in e]
+        final_model = None
+        if bench.save_final:  # git-ignored: beside the task's cache folder
+            final_model = final_model_dir(task_dir, method, seed)
+            model = trainer.model.merge_and_unload() if bench.lora_rank else trainer.model
+            model.save_pretrained(final_model)
+            tokenizer.save_pretrained(final_model)
     record = {
         "method": method, "seed": seed, "bench": dataclasses.asdict(bench), "overrides": overrides,
         "checkpoint": _checkpoint_id(task_dir),
@@ -226,9 +234,15 @@ def run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_p
         "cuda_max_memory_mb": torch.cuda.max_memory_allocated() / 2**20 if cuda else None,
         "wall_seconds": time.perf_counter() - wall_start,
         "torch_threads": torch.get_num_threads(),
+        "final_model": str(final_model) if final_model else None,
     }
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(record))
+
+
+def final_model_dir(task_dir: Path, method: str, seed: int) -> Path:
+    """Where ``save_final`` puts a run's final model: ``<cache>/final-<task folder>/<method>-seed<seed>``."""
+    return Path(task_dir).parent / f"final-{Path(task_dir).name}" / f"{method}-seed{seed}"
 
 
 # ================================================================================================ driver
@@ -251,6 +265,10 @@ def _launch(method: str, seed: int, bench: BenchConfig, task_dir: Path, runs_dir
         raise RuntimeError(f"{method} seed {seed} failed (rc {proc.returncode}):\n{proc.stderr[-3000:]}")
     result = json.loads(out.read_text())
     final = result["evals"][-1]
+    errors = sum(entry.get("verify/errors", 0) for entry in result["logs"])
+    if errors:
+        log(f"  WARNING {method} seed {seed}: {errors:.0f} failed verifier checks (verify/errors): a verifier raised; "
+            "check the environment (e.g. a missing dependency) before trusting this run")
     log(f"  done  {method} seed {seed}: held-out ILA {result['evals'][0]['ila']:.3f} -> {final['ila']:.3f}, "
         f"CLA {final['cla']:.3f}; {time.time() - start:.0f}s")
     return out
