@@ -199,6 +199,18 @@ def test_missing_response_is_a_failure_and_is_reported(tmp_path, capsys, two_row
     assert (tmp_path / "responses.report.txt").read_text() in out
 
 
+def test_python_score_refuses_quietly_wrong_inputs(tmp_path, two_rows):
+    # the Python API guards as the CLI does: uneven sample counts and responses matching no prompt are errors
+    bench, _ = two_rows
+    benchmark = load_benchmark(bench)
+    with pytest.raises(ValueError, match="different numbers of responses.*num_samples=N"):
+        score([benchmark], {"P1": [EN, EN], "P2": [EN]})
+    with pytest.raises(ValueError, match="matches a prompt of"):
+        score([benchmark], {"Not a prompt of this benchmark": [EN]})
+    report = score([benchmark], {"P1": [EN, EN], "P2": [EN]}, num_samples=2)  # an explicit, reported choice
+    assert report["benchmarks"]["IFEval"]["metrics"]["prompt_level_strict_acc"]["per_sample"] == [1.0, 0.5]
+
+
 def test_fewer_samples_than_others_are_reported(tmp_path, capsys, two_rows):
     bench, _ = two_rows
     responses = write_jsonl(tmp_path / "responses.jsonl", [{"prompt": "P1", "response": EN},

@@ -24,7 +24,7 @@ from ..verifiers.text import SPLITTERS, SentenceTokenizerError, set_sentence_spl
 from .benchmarks import FORMATS, Benchmark, _slug, load_benchmark
 from .generation import BACKENDS, GenerationSettings, generate_responses
 from .report import format_comparison, format_report, plot_categories
-from .scoring import ResponseSet, check_known, read_responses, score
+from .scoring import ResponseSet, check_known, check_responses_fit, read_responses, score
 
 
 def _add_benchmark_args(parser: argparse.ArgumentParser) -> None:
@@ -160,36 +160,6 @@ def _default_run_name(responses: Sequence[str]) -> str:
     first = Path(responses[0])
     stem = first.name.removesuffix(".jsonl").removesuffix(".json")
     return f"{first.resolve().parent.name}/{stem}" if first.resolve().parent.name else stem
-
-
-def check_responses_fit(benchmarks: Sequence[Benchmark], responses: ResponseSet, num_samples: int | None) -> None:
-    """Refuse responses that would give a quietly wrong figure.
-
-    Raises:
-        ValueError: no response matches any prompt of a benchmark (the wrong benchmark or responses file: every
-            figure would be 0); or, without ``num_samples``, prompts with different numbers of responses (one
-            duplicated line would make every prompt a 2-sample run and halve the headline).
-    """
-    files = ", ".join(responses.sources) or "the responses"
-    for benchmark in benchmarks:
-        counts = {row.key: len(responses.get(row.prompt)) for row in benchmark.rows}
-        if not any(counts.values()):
-            raise ValueError(f"no response in {files} matches a prompt of {benchmark.name} ({benchmark.path}, "
-                             f"{len(counts)} prompts); responses are matched by the exact prompt text: is it the "
-                             "right benchmark?")
-        if num_samples is None:
-            by_count: dict[int, list[str]] = {}
-            for key, n in counts.items():
-                if n:
-                    by_count.setdefault(n, []).append(key)
-            if len(by_count) > 1:
-                parts = [f"{len(keys)} prompt{'s' if len(keys) > 1 else ''} "
-                         f"{'have' if len(keys) > 1 else 'has'} {n} (e.g. {', '.join(keys[:3])})"
-                         for n, keys in sorted(by_count.items(), key=lambda item: -len(item[1]))]
-                raise ValueError(f"{benchmark.name}: prompts have different numbers of responses: {'; '.join(parts)}. "
-                                 "Pass --num-samples N to score N samples per prompt (missing ones count as failures, "
-                                 "extra ones are ignored; the report lists both), or fix the responses file "
-                                 "(a duplicated line counts as another sample).")
 
 
 def run_score(args: argparse.Namespace) -> int:

@@ -549,6 +549,37 @@ def _row_record(benchmark: Benchmark, row, samples, responses: ResponseSet) -> d
 # ----------------------------------------------------------------------------------------------- runs
 
 
+def check_responses_fit(benchmarks: Sequence[Benchmark], responses: ResponseSet, num_samples: int | None) -> None:
+    """Refuse responses that would give a quietly wrong figure (`score` calls it for each benchmark).
+
+    Raises:
+        ValueError: no response matches any prompt of a benchmark (the wrong benchmark or responses file: every
+            figure would be 0); or, without ``num_samples``, prompts with different numbers of responses (one
+            duplicated line would make every prompt a 2-sample run and halve the headline).
+    """
+    files = ", ".join(responses.sources) or "the responses"
+    for benchmark in benchmarks:
+        counts = {row.key: len(responses.get(row.prompt)) for row in benchmark.rows}
+        if not any(counts.values()):
+            raise ValueError(f"no response in {files} matches a prompt of {benchmark.name} ({benchmark.path}, "
+                             f"{len(counts)} prompts); responses are matched by the exact prompt text: is it the "
+                             "right benchmark?")
+        if num_samples is None:
+            by_count: dict[int, list[str]] = {}
+            for key, n in counts.items():
+                if n:
+                    by_count.setdefault(n, []).append(key)
+            if len(by_count) > 1:
+                parts = [f"{len(keys)} prompt{'s' if len(keys) > 1 else ''} "
+                         f"{'have' if len(keys) > 1 else 'has'} {n} (e.g. {', '.join(keys[:3])})"
+                         for n, keys in sorted(by_count.items(), key=lambda item: -len(item[1]))]
+                raise ValueError(f"{benchmark.name}: prompts have different numbers of responses: {'; '.join(parts)}. "
+                                 "Pass --num-samples N (Python: num_samples=N) to score N samples per prompt "
+                                 "(missing ones count as failures, "
+                                 "extra ones are ignored; the report lists both), or fix the responses file "
+                                 "(a duplicated line counts as another sample).")
+
+
 def score(benchmarks: Sequence[Benchmark],
           responses: ResponseSet | Mapping[str, str | Sequence[str]] | None = None, *,
           responses_by_benchmark: Mapping[str, ResponseSet] | None = None, judge: Judge | None = None,
@@ -578,6 +609,8 @@ def score(benchmarks: Sequence[Benchmark],
         raise ValueError(f"benchmark names must be unique, got {duplicates} twice; name them NAME=PATH")
     shared = responses if isinstance(responses, ResponseSet) else ResponseSet.from_mapping(responses or {})
     per = {b.name: (responses_by_benchmark or {}).get(b.name, shared) for b in benchmarks}
+    for benchmark in benchmarks:
+        check_responses_fit([benchmark], per[benchmark.name], num_samples)
     if not allow_unknown:
         check_known(benchmarks)
     results = {b.name: evaluate(b, per[b.name], judge=judge, allow_unknown=allow_unknown, num_samples=num_samples,
@@ -615,6 +648,7 @@ __all__ = [
     "Judge",
     "ResponseSet",
     "check_known",
+    "check_responses_fit",
     "ResponsesFormatError",
     "UnknownInstructionError",
     "default_ks",
