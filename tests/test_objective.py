@@ -458,7 +458,11 @@ def test_trainer_builds_the_judge_from_the_config(tmp_path, tiny_model_path, mon
                          train_dataset=dataset)
     assert isinstance(trainer.constraint_reward.judge, LiteLLMJudge)
     trainer.constraint_reward.judge.close()
-    no_judge = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path, judge_model=""), train_dataset=dataset)
+    # no judge: refused by default (soft_constraints: judge, tests/test_soft_constraints.py); 'fail' keeps none
+    with pytest.raises(ValueError, match="no judge is configured"):
+        HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path, judge_model=""), train_dataset=dataset)
+    no_judge = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path, judge_model="", soft_constraints="fail"),
+                          train_dataset=dataset)
     assert no_judge.constraint_reward.judge is None
 
 
