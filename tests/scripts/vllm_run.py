@@ -63,7 +63,16 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=3)
     parser.add_argument("--per-device-batch", type=int, default=12)
     parser.add_argument("--learning-rate", type=float, default=0.05)
+    parser.add_argument("--vllm-float32", action="store_true",
+                        help="colocate: run vLLM in float32 like the policy (TRL lets vLLM pick its dtype, which "
+                             "downcasts a float32 checkpoint to bfloat16), so that its log-probs equal the policy's")
     cli = parser.parse_args()
+    if cli.vllm_float32:
+        import functools
+
+        import trl.generation.vllm_generation as vllm_generation
+
+        vllm_generation.LLM = functools.partial(vllm_generation.LLM, dtype="float32")
 
     args = HiRConfig(output_dir=cli.output_dir, per_device_train_batch_size=cli.per_device_batch,
                      num_generations=6, num_replays=2, max_steps=cli.max_steps, max_completion_length=16,
@@ -123,7 +132,7 @@ def main() -> None:
     history = [h for h in trainer.state.log_history if "hir/rows_per_group" in h]
     Path(cli.output_dir, f"rank{rank}.json").write_text(json.dumps(
         {"records": records, "world": trainer.accelerator.num_processes, "history": history}))
-    trainer.end()
+
 
 
 if __name__ == "__main__":
