@@ -33,7 +33,7 @@ from .replay import allocate_shortfall, curriculum_lambda, hindsight_instruction
 from .rewards import ConstraintReward, Judge, VerdictMatrix, completion_text, instruction_text
 from .sampling import SamplingRecorder, record_sampling, sampling_changes_policy
 from .verifiers import sentence_backend
-from .vllm_cpu import fix_colocate_weight_sync, vllm_runs_on_cpu
+from .vllm_cpu import check_head_size, fix_colocate_weight_sync, vllm_runs_on_cpu
 
 logger = logging.getLogger(__name__)
 
@@ -166,6 +166,8 @@ class HiRTrainer(GRPOTrainer):
         if reward_funcs.judge is None and args.soft_constraints == "judge":
             check_soft_constraints_judged(train_dataset, kwargs.get("eval_dataset"))
         check_batch_layout(args)
+        if args.use_vllm and args.vllm_mode == "colocate" and vllm_runs_on_cpu():
+            check_head_size(model)
         self.constraint_reward = reward_funcs
         self._hir_capture: dict[str, Any] | None = None
         self.last_replay: ReplayBatch | None = None

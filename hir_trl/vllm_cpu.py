@@ -69,3 +69,35 @@ def fix_colocate_weight_sync(generation: Any) -> None:
                 module.quant_method.process_weights_after_loading(module)
 
     generation.sync_weights = sync_weights
+
+
+def check_head_size(model: Any) -> None:
+    """Fail early, before TRL starts vLLM, when vLLM's CPU attention cannot run ``model``'s head size.
+
+    vLLM's CPU attention (`CPUAttentionBackend.get_supported_head_sizes`, vllm/v1/attention/backends/cpu_attn.py)
+    takes a fixed list of head sizes (32, 64, 80, ..., 512); `hir_trl.tiny.build_tiny_model`'s default (width 64,
+    4 heads) has 16.
+
+    Args:
+        model: a model id or local path, or a `PreTrainedModel` (as for `HiRTrainer`).
+
+    Raises:
+        ValueError: naming the model's head size, the supported sizes and a fix.
+    """
+    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+    if isinstance(model, str):
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(model)
+    else:
+        config = model.config
+    config = getattr(config, "text_config", None) or config
+    head_size = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    supported = CPUAttentionBackend.get_supported_head_sizes()
+    if head_size not in supported:
+        raise ValueError(
+            f"vLLM's CPU build cannot run this model: its attention head size is {head_size} (hidden_size "
+            f"{config.hidden_size} / num_attention_heads {config.num_attention_heads}), and vLLM's CPU attention "
+            f"supports {supported}. Use transformers generation (use_vllm: false) or a model with one of those head "
+            f"sizes (hir_trl.tiny.build_tiny_model(..., num_attention_heads=2, num_key_value_heads=1) gives 32).")

@@ -14,7 +14,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -146,3 +145,13 @@ def test_torchrun_two_ranks_generate_supplementary_samples_with_vllm_in_step(tmp
             assert all(s["sampling_logps_finite"] and s["has_ratio"] and s["tokens"] > 0
                        for s in rec["supplementary_rows"])
     assert all(h["hir/rows_per_group"] == 8 for h in rank0["history"] + rank1["history"])
+
+
+def test_a_head_size_vllm_cpu_cannot_run_is_named_before_vllm_starts(tmp_path, tiny_model_path, sample_dataset):
+    """The default tiny model (width 64, 4 heads: head size 16) with `use_vllm`: a clear error, no vLLM start."""
+    from hir_trl import HiRConfig, HiRTrainer
+
+    args = HiRConfig(output_dir=str(tmp_path), per_device_train_batch_size=12, use_cpu=True, bf16=False,
+                     report_to="none", use_vllm=True, vllm_mode="colocate")
+    with pytest.raises(ValueError, match=r"head size is 16 .* supports \[32, "):
+        HiRTrainer(model=str(tiny_model_path), args=args, train_dataset=sample_dataset)
