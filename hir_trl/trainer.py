@@ -33,6 +33,7 @@ from .replay import allocate_shortfall, curriculum_lambda, hindsight_instruction
 from .rewards import ConstraintReward, Judge, VerdictMatrix, completion_text, instruction_text
 from .sampling import SamplingRecorder, record_sampling, sampling_changes_policy
 from .verifiers import sentence_backend
+from .vllm_cpu import check_head_size, fix_colocate_weight_sync, vllm_runs_on_cpu
 
 logger = logging.getLogger(__name__)
 
@@ -165,6 +166,8 @@ class HiRTrainer(GRPOTrainer):
         if reward_funcs.judge is None and args.soft_constraints == "judge":
             check_soft_constraints_judged(train_dataset, kwargs.get("eval_dataset"))
         check_batch_layout(args)
+        if args.use_vllm and args.vllm_mode == "colocate" and vllm_runs_on_cpu():
+            check_head_size(model)
         self.constraint_reward = reward_funcs
         self._hir_capture: dict[str, Any] | None = None
         self.last_replay: ReplayBatch | None = None
@@ -174,6 +177,8 @@ class HiRTrainer(GRPOTrainer):
         self._hir_seconds: dict[str, float] = defaultdict(float)
         self._timer_stack: list[float] = []
         super().__init__(model=model, reward_funcs=[reward_funcs], args=args, train_dataset=train_dataset, **kwargs)
+        if self.use_vllm and self.vllm_mode == "colocate" and vllm_runs_on_cpu():
+            fix_colocate_weight_sync(self.vllm_generation)  # vLLM's CPU build repacks its weights (hir_trl.vllm_cpu)
         # KL in the reward (released code): TRL loaded the reference model because beta > 0; HiR takes beta as the
         # KL-in-reward coefficient and turns TRL's KL loss term (and its own reference pass) off.
         self.kl_coef = 0.0
