@@ -13,10 +13,12 @@ import os
 import sys
 
 import torch
+
 os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29614")
-from vllm import LLM, SamplingParams
-from vllm.model_executor.model_loader.reload import initialize_layerwise_reload, finalize_layerwise_reload
 from transformers import AutoModelForCausalLM
+from vllm import LLM, SamplingParams
+from vllm.model_executor.model_loader.reload import finalize_layerwise_reload, initialize_layerwise_reload
+
 path = sys.argv[1]
 llm = LLM(model=path, dtype="float32", distributed_executor_backend="external_launcher", max_model_len=256,
           max_num_batched_tokens=4096, max_num_seqs=4, seed=0)
