@@ -19,9 +19,9 @@ if str(REPO_ROOT) not in sys.path:
 from benchmarks.learning.task import FAMILIES  # noqa: E402
 
 LABELS = {"hir": "HiR", "hir_paper": "HiR (paper advantage)", "random": "Random replay", "rl_ir": "RL-IR",
-          "rl_cr": "RL-CR"}
+          "rl_cr": "RL-CR", "hir_cla": "HiR + CLA reward"}
 COLORS = {"hir": "tab:red", "hir_paper": "tab:purple", "random": "tab:orange", "rl_ir": "tab:blue",
-          "rl_cr": "tab:green"}
+          "rl_cr": "tab:green", "hir_cla": "tab:brown"}
 #: Steps over which the per-step cost is compared "at the start", where every method's policy is still close to
 #: the shared SFT checkpoint (and failures are plentiful).
 EARLY_STEPS = 10
@@ -146,7 +146,7 @@ def _plots(summary: dict[str, Any], runs: list[dict[str, Any]], out: Path) -> li
 
     files = []
     learning = summary["learning"]
-    order = [m for m in ("hir", "hir_paper", "random", "rl_ir", "rl_cr") if m in learning]
+    order = [m for m in ("hir", "hir_cla", "hir_paper", "random", "rl_ir", "rl_cr") if m in learning]
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for ax, key, title in ((axes[0], "ila", "held-out ILA"), (axes[1], "cla", "held-out CLA")):
@@ -227,7 +227,7 @@ def _pct(x: float | None) -> str:
 def _markdown(summary: dict[str, Any], meta: dict[str, Any], bench: dict[str, Any], task: dict[str, Any],
               timing: dict[str, Any], files: list[str]) -> str:
     learning, costs, targets = summary["learning"], summary["costs"], summary["targets"]
-    order = [m for m in ("hir", "hir_paper", "random", "rl_ir", "rl_cr") if m in learning]
+    order = [m for m in ("hir", "hir_cla", "hir_paper", "random", "rl_ir", "rl_cr") if m in learning]
     n_seeds = len(learning[order[0]]["seeds"])
     lines = ["# HiR learning benchmark: results", ""]
     start = (f"{meta['description']} ({meta['parameters'] / 1e6:.1f}M parameters; base model's held-out ILA "

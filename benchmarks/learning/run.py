@@ -11,6 +11,8 @@ method         HiRConfig
 ``random``     ``num_generations=m, num_replays=k, replay_selection="random", reward_mode="ila"``
 ``rl_ir``      ``num_generations=m+k, num_replays=0, reward_mode="ila"`` (plain GRPO, binary reward)
 ``rl_cr``      ``num_generations=m+k, num_replays=0, reward_mode="cla"`` (plain GRPO, constraint-average reward)
+``hir_cla``    ``num_generations=m, num_replays=k, replay_selection="curriculum", reward_mode="cla"`` (HiR's replay
+               on top of RL-CR's reward for the sampled rows)
 ============== ============================================================================================
 
 All use ``advantage_estimator="grpo"`` (TRL's group baseline and std scaling), ``beta=0``, temperature 1.0, a
@@ -50,9 +52,9 @@ if str(REPO_ROOT) not in sys.path:
 
 from benchmarks.learning.task import CACHE_ROOT, FAMILIES, TaskConfig, ensure_sft_model, read_jsonl  # noqa: E402
 
-METHODS = ("hir", "hir_paper", "random", "rl_ir", "rl_cr")
+METHODS = ("hir", "hir_paper", "random", "rl_ir", "rl_cr", "hir_cla")
 METHOD_LABELS = {"hir": "HiR", "hir_paper": "HiR (paper advantage)", "random": "Random replay", "rl_ir": "RL-IR",
-                 "rl_cr": "RL-CR"}
+                 "rl_cr": "RL-CR", "hir_cla": "HiR + CLA reward"}
 DEFAULT_RESULTS = REPO_ROOT / "benchmarks" / "results"
 
 
@@ -163,6 +165,8 @@ def method_overrides(method: str, bench: BenchConfig) -> dict[str, Any]:
         return dict(num_generations=m + k, num_replays=0, reward_mode="ila")
     if method == "rl_cr":
         return dict(num_generations=m + k, num_replays=0, reward_mode="cla")
+    if method == "hir_cla":  # HiR's default replay on top of RL-CR's reward for the sampled rows
+        return dict(num_generations=m, num_replays=k, replay_selection="curriculum", reward_mode="cla")
     raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")
 
 
@@ -322,7 +326,7 @@ def run_all(bench: BenchConfig, task, results_dir: Path, cache_root: Path | None
     # are run again. Records of methods or seeds not asked for are left alone and not reported.
     # HiR next to RL-IR (GRPO), random replay next to RL-CR: with 2 jobs, the two runs whose step costs are compared
     # run at the same time, under the same outside load.
-    rank = {"hir": 0, "rl_ir": 1, "hir_paper": 2, "rl_cr": 3, "random": 4}
+    rank = {"hir": 0, "rl_ir": 1, "hir_paper": 2, "rl_cr": 3, "random": 4, "hir_cla": 5}
     jobs = [(method, seed) for seed in bench.seeds for method in sorted(bench.methods, key=rank.get)]
     t1 = time.time()
     with ThreadPoolExecutor(max_workers=max(1, bench.jobs)) as pool:
