@@ -13,6 +13,9 @@ from typing import Any
 
 from trl import GRPOConfig, ScriptArguments
 
+from .advantages import ESTIMATORS, REPLAY_ADVANTAGES
+from .replay import SCOPES, SELECTIONS
+
 
 @dataclass
 class HiRConfig(GRPOConfig):
@@ -141,20 +144,20 @@ class HiRConfig(GRPOConfig):
     replay_scope: str = field(
         default="group",
         metadata={"help": "'group': top-k candidates per group (paper Algorithm 1); 'batch': top-(k x groups) over "
-                  "the rank's generation batch (released code).", "choices": ["group", "batch"]},
+                  "the rank's generation batch (released code).", "choices": list(SCOPES)},
     )
     replay_selection: str = field(
         default="curriculum",
         metadata={"help": "Replay score: 'curriculum' (F_div + lambda F_int), 'random' (paper's ablation), "
                   "'integrity' (F_int) or 'diversity' (F_div).",
-                  "choices": ["curriculum", "random", "integrity", "diversity"]},
+                  "choices": list(SELECTIONS)},
     )
     advantage_estimator: str = field(
         default="grpo",
         metadata={"help": "'grpo': TRL's group baseline and scale_rewards; 'reinforce_pp': the paper's "
                   "Reinforce++ (outcome reward whitened over all valid tokens of the global batch, no group "
                   "baseline); 'reinforce_pp_baseline': group mean subtracted, then global whitening.",
-                  "choices": ["grpo", "reinforce_pp", "reinforce_pp_baseline"]},
+                  "choices": list(ESTIMATORS)},
     )
     replay_advantage: str = field(
         default="positive",
@@ -167,7 +170,7 @@ class HiRConfig(GRPOConfig):
                   "estimator's advantages among themselves (exactly RL-IR's), and each replay (q', y) gets "
                   "+replay_weight while its source (q, y) gets -replay_weight on top of its own, so the pair's "
                   "gradient is replay_weight * (grad log pi(y|q') - grad log pi(y|q)).",
-                  "choices": ["group", "paired", "positive"]},
+                  "choices": list(REPLAY_ADVANTAGES)},
     )
     replay_weight: float = field(
         default=1.0,
@@ -290,29 +293,16 @@ class HiRConfig(GRPOConfig):
         self._validate_judge_fields()
         if self.replay_min_satisfied < 0:
             raise ValueError(f"replay_min_satisfied must be >= 0, got {self.replay_min_satisfied}")
-        if self.diversity_aggregation not in ("mean", "sum"):
-            raise ValueError(f"diversity_aggregation must be 'mean' or 'sum', got {self.diversity_aggregation!r}")
-        if self.reward_mode not in ("ila", "cla"):
-            raise ValueError(f"reward_mode must be 'ila' or 'cla', got {self.reward_mode!r}")
-        choices = {
-            "replay_old_logps": ("original", "hindsight"),
-            "replay_shortfall": ("resample", "pad"),
-            "replay_scope": ("group", "batch"),
-            "replay_selection": ("curriculum", "random", "integrity", "diversity"),
-            "advantage_estimator": ("grpo", "reinforce_pp", "reinforce_pp_baseline"),
-            "replay_advantage": ("group", "paired", "positive"),
-            "diversity_entropy": ("exact", "sampled"),
-            "soft_constraints": ("judge", "fail", "skip"),
-        }
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        problem = choice_problem(self, HiRConfig)
+        if problem is not None:
+            raise ValueError(problem)
         if not self.replay_weight >= 0:
             raise ValueError(f"replay_weight must be >= 0, got {self.replay_weight}")
         if self.kl_in_reward and (self.beta <= 0 or self.advantage_estimator == "grpo"):
             raise ValueError("kl_in_reward=True needs beta > 0 (the KL coefficient) and advantage_estimator "
                              f"'reinforce_pp' or 'reinforce_pp_baseline' (got beta={self.beta}, "
                              f"advantage_estimator={self.advantage_estimator!r})")
+        check_batch_layout(self)
 
 
     def _validate_judge_fields(self) -> None:
@@ -387,6 +377,17 @@ class HiRScriptArguments(ScriptArguments):
             self.build_model = "tiny"
 
 
+def choice_problem(config: Any, cls: type) -> str | None:
+    """The first field declared by ``cls`` itself whose value is not among its ``metadata["choices"]`` (the one list
+    of choices, shown by ``--help``), as a message; None when every such field is valid."""
+    own = set(getattr(cls, "__annotations__", {}))
+    for f in dataclasses.fields(cls):
+        allowed = f.metadata.get("choices")
+        if f.name in own and allowed is not None and getattr(config, f.name) not in allowed:
+            return f"{f.name} must be one of {tuple(allowed)}, got {getattr(config, f.name)!r}"
+    return None
+
+
 _KIND_NAMES = {int: "an integer", float: "a number", bool: "true or false"}
 
 
@@ -430,3 +431,28 @@ def field_type_problem(config: Any) -> str | None:
         if not ok:
             return f"{name} must be {_KIND_NAMES[kind]}, got {value!r} ({type(value).__name__})"
     return None
+
+
+def check_batch_layout(args: Any) -> None:
+    """Check that every rank's generation batch holds whole groups and splits evenly after replay.
+
+    Each rank generates B = ``per_device_train_batch_size * steps_per_generation`` rows; HiR needs
+    B % m == 0 (whole groups per rank) and ``(B + (B / m) * k) % steps_per_generation == 0`` (TRL's
+    `split_tensor_dict` floors, so a remainder would silently drop rows).
+
+    Raises:
+        ValueError: naming the settings and a fix.
+    """
+    m, k, spg = args.num_generations, args.num_replays, args.steps_per_generation
+    local = args.per_device_train_batch_size * spg
+    if local % m:
+        raise ValueError(
+            f"HiRTrainer needs whole groups on every rank: per_device_train_batch_size "
+            f"({args.per_device_train_batch_size}) x steps_per_generation ({spg}) = {local} must be a multiple of "
+            f"num_generations ({m}). Set per_device_train_batch_size to a multiple of {m}.")
+    total = local + (local // m) * k
+    if total % spg:
+        raise ValueError(
+            f"With num_replays={k}, each rank's generation batch grows to {total} rows, which does not split into "
+            f"steps_per_generation={spg} equal micro-batches. Choose per_device_train_batch_size so that "
+            f"(per_device_train_batch_size / num_generations) * num_replays is a whole number.")

@@ -6,20 +6,24 @@ Read next to the paper's Algorithm 1 (``Select-Rewrite(G, k)``) and Algorithm 2 
 - `replay_candidates`:   failed responses (ILA = 0) with enough satisfied constraints (§3.2; released code)
 - `curriculum_scores`:   F(y) = F_div(y) + lambda * F_int(y)                         (Alg. 1 line 4, eq. "selection")
 - `select_top_k`:        T = top-k candidates by F                                    (Alg. 1 line 6)
+- `select_replays`:      Algorithm 1 Select (lines 1-6) over a generation batch: per group (paper) or a batch-wide
+                         top-(k x G) (the released code), with the paper's random-replay ablation and single-term
+                         scores. `select_group_replays` is the same call for one group.
 - `hindsight_instruction`/`hindsight_messages`: q' keeps only the satisfied constraints (Alg. 1 lines 7-11)
-- `select_group_replays`: the whole of Algorithm 1 for one sampling group.
-- `select_replays`:      Algorithm 1 over a generation batch: per group (paper) or a batch-wide top-(k x G)
-                         (the released code), with the paper's random-replay ablation and single-term scores.
+- `rewrite`:             a selected response with its q'                             (Alg. 1 lines 7-11)
+- `select_rewrite`:      the whole of Algorithm 1, Select-Rewrite(G, k): the one path the trainer calls.
 - `allocate_shortfall`:  how many supplementary samples each group needs when it has fewer than k replays
                          (paper §3.2: "we additionally generate k - z supplementary samples").
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .templates import join_instruction
@@ -157,47 +161,19 @@ def hindsight_messages(messages: Sequence[dict[str, Any]], instruction: str) -> 
 
 @dataclass(frozen=True)
 class ReplayChoice:
-    """One selected response of a group: its index in the group, score parts and satisfied mask."""
+    """One selected response: its index in its group, score parts, satisfied mask and (after the rewrite) q'."""
 
     index: int
     score: float
     diversity: float
     integrity: float
     satisfied: tuple[bool, ...]
+    q_prime: Any = None
 
 
-def select_group_replays(
-    verdicts: Sequence[Sequence[bool]],
-    diversity: Sequence[float],
-    k: int,
-    lam: float,
-    min_satisfied: int = 1,
-) -> list[ReplayChoice]:
-    """Algorithm 1 (Select) for one sampling group of m responses to the same instruction.
-
-    Args:
-        verdicts: (m, n) per-response, per-constraint verdicts.
-        diversity: (m,) F_div per response.
-        k: the number of replays per group.
-        lam: lambda_s.
-        min_satisfied: see `replay_candidates`.
-
-    Returns:
-        Up to ``k`` choices, best first (fewer when the group has fewer candidates).
-    """
-    if len(verdicts) != len(diversity):
-        raise ValueError(f"{len(verdicts)} verdict rows but {len(diversity)} diversity values")
-    candidates = replay_candidates(verdicts, min_satisfied)
-    integrity = [constraint_integrity(v) if v else 0.0 for v in verdicts]
-    scores = curriculum_scores(diversity, integrity, lam)
-    return [
-        ReplayChoice(i, scores[i], float(diversity[i]), integrity[i], tuple(bool(v) for v in verdicts[i]))
-        for i in select_top_k(scores, candidates, k)
-    ]
-
-
-#: Selection scores (``HiRConfig.replay_selection``); ``random`` ignores scores (paper Table 3 ablation).
+#: ``HiRConfig.replay_selection`` choices; ``random`` ignores scores (paper Table 3 ablation).
 SELECTIONS = ("curriculum", "random", "integrity", "diversity")
+#: ``HiRConfig.replay_scope`` choices.
 SCOPES = ("group", "batch")
 
 
@@ -205,7 +181,7 @@ def selection_scores(diversity: Sequence[float], integrity: Sequence[float], lam
                      selection: str = "curriculum") -> list[float]:
     """Per-response selection score.
 
-    ``curriculum``: F_div + lambda * F_int (Algorithm 1); ``integrity``: F_int only; ``diversity``: F_div
+    ``curriculum``: F_div + lambda * F_int (Algorithm 1 line 4); ``integrity``: F_int only; ``diversity``: F_div
     only; ``random``: all zero (the caller samples uniformly instead).
 
     Raises:
@@ -235,7 +211,7 @@ def select_replays(
     rng: random.Random | None = None,
     eligible: Sequence[bool] | None = None,
 ) -> list[list[ReplayChoice]]:
-    """Algorithm 1 (Select) over a generation batch of consecutive groups of ``group_size`` responses.
+    """Algorithm 1, Select (lines 1-6), over a generation batch of consecutive groups of ``group_size`` responses.
 
     Args:
         verdicts: (B, n_i) per-response, per-constraint verdicts; B = groups x ``group_size``.
@@ -251,7 +227,7 @@ def select_replays(
         eligible: (B,) whether each response may be replayed (see `replay_candidates`); None: all.
 
     Returns:
-        For each group, its choices (``index`` is the row's index within the group), best first.
+        For each group, its choices (``index`` is the row's index within the group), best first; ``q_prime`` unset.
 
     Raises:
         ValueError: B is not a multiple of ``group_size``, an unknown scope/selection, or no ``rng`` for random.
@@ -265,18 +241,18 @@ def select_replays(
     if len(verdicts) != len(diversity):
         raise ValueError(f"{len(verdicts)} verdict rows but {len(diversity)} diversity values")
     groups = len(verdicts) // group_size
-    integrity = [constraint_integrity(v) if v else 0.0 for v in verdicts]
-    scores = selection_scores(diversity, integrity, lam, selection)
-    candidates = replay_candidates(verdicts, min_satisfied, eligible)
+    candidates = replay_candidates(verdicts, min_satisfied, eligible)                       # line 3: failures
+    integrity = [constraint_integrity(v) if v else 0.0 for v in verdicts]                   # F_int
+    scores = selection_scores(diversity, integrity, lam, selection)                         # line 4: F
+
+    def pick(pool: list[int], budget: int) -> list[int]:                                    # line 6: top-k
+        if selection == "random":
+            return rng.sample(pool, min(budget, len(pool)))
+        return select_top_k(scores, pool, budget)
 
     def choice(i: int) -> ReplayChoice:
         return ReplayChoice(i % group_size, scores[i], float(diversity[i]), integrity[i],
                             tuple(bool(v) for v in verdicts[i]))
-
-    def pick(pool: list[int], budget: int) -> list[int]:
-        if selection == "random":
-            return rng.sample(pool, min(budget, len(pool)))
-        return select_top_k(scores, pool, budget)
 
     out: list[list[ReplayChoice]] = [[] for _ in range(groups)]
     if scope == "group":
@@ -287,6 +263,88 @@ def select_replays(
         for i in pick(candidates, k * groups):
             out[i // group_size].append(choice(i))
     return out
+
+
+def rewrite(choice: ReplayChoice, prompt: Any, task: str, constraints: Sequence[str], template: str) -> ReplayChoice:
+    """Algorithm 1, Rewrite (lines 7-11): the choice with its hindsight prompt q'.
+
+    Args:
+        choice: a selected response.
+        prompt: its original prompt: a string, or chat messages ending with the user turn (whose content becomes q').
+        task: the instruction's task text x; ``constraints``: its constraint texts, in order; ``template``: how x
+            and the constraints are joined (`hir_trl.templates`).
+
+    Returns:
+        ``choice`` with ``q_prime`` = `hindsight_instruction` (a string prompt) or `hindsight_messages` (messages).
+
+    Raises:
+        ValueError: ``constraints`` and the choice's verdicts differ in length, or messages not ending with a user
+            turn. KeyError: unknown template.
+    """
+    q_prime = hindsight_instruction(task, constraints, choice.satisfied, template)
+    if isinstance(prompt, list):
+        q_prime = hindsight_messages(prompt, q_prime)
+    return replace(choice, q_prime=q_prime)
+
+
+def select_rewrite(
+    verdicts: Sequence[Sequence[bool]],
+    diversity: Sequence[float],
+    group_size: int,
+    k: int,
+    lam: float,
+    *,
+    prompts: Sequence[Any],
+    rows: Sequence[dict[str, Any]],
+    **options: Any,
+) -> list[list[ReplayChoice]]:
+    """Algorithm 1, ``Select-Rewrite(G, k)``, over a generation batch: `select_replays` then `rewrite` each choice.
+
+    Args:
+        verdicts, diversity, group_size, k, lam, **options: as for `select_replays`.
+        prompts: (B,) each response's prompt (string or messages).
+        rows: (B,) each response's dataset row, with ``task``, ``constraints`` (dicts with ``text``) and
+            ``template`` (`hir_trl.load_hir_dataset`'s columns).
+
+    Returns:
+        For each group, its choices, best first, each with its ``q_prime``.
+    """
+    picked = select_replays(verdicts, diversity, group_size, k, lam, **options)
+    out = []
+    for g, choices in enumerate(picked):
+        rewritten = []
+        for c in choices:
+            i = g * group_size + c.index
+            texts = [constraint["text"] for constraint in rows[i]["constraints"]]
+            rewritten.append(rewrite(c, prompts[i], rows[i]["task"], texts, rows[i]["template"]))
+        out.append(rewritten)
+    return out
+
+
+def select_group_replays(
+    verdicts: Sequence[Sequence[bool]],
+    diversity: Sequence[float],
+    k: int,
+    lam: float,
+    min_satisfied: int = 1,
+) -> list[ReplayChoice]:
+    """Algorithm 1, Select, for one sampling group of m responses: `select_replays` with one group.
+
+    Args:
+        verdicts: (m, n) per-response, per-constraint verdicts.
+        diversity: (m,) F_div per response.
+        k: the number of replays per group.
+        lam: lambda_s.
+        min_satisfied: see `replay_candidates`.
+
+    Returns:
+        Up to ``k`` choices, best first (fewer when the group has fewer candidates).
+    """
+    if len(verdicts) != len(diversity):
+        raise ValueError(f"{len(verdicts)} verdict rows but {len(diversity)} diversity values")
+    if not verdicts:
+        return []
+    return select_replays(verdicts, diversity, len(verdicts), k, lam, min_satisfied=min_satisfied)[0]
 
 
 def allocate_shortfall(replays_per_group: Sequence[int], k: int) -> list[int]:
@@ -309,3 +367,21 @@ def allocate_shortfall(replays_per_group: Sequence[int], k: int) -> list[int]:
         out[g] += 1
         budget -= 1
     return out
+
+
+def save_replay_rng(path: str, rng: random.Random) -> None:
+    """Write the replay RNG's state (``replay_selection="random"``) as JSON to ``path`` (``hir_state.json`` of a
+    checkpoint)."""
+    version, internal, gauss = rng.getstate()
+    with open(path, "w") as handle:
+        json.dump({"replay_rng": [version, list(internal), gauss]}, handle)
+
+
+def load_replay_rng(path: str, rng: random.Random) -> bool:
+    """Restore ``rng`` from a file `save_replay_rng` wrote; False (``rng`` untouched) when ``path`` does not exist."""
+    if not os.path.isfile(path):
+        return False
+    with open(path) as handle:
+        version, internal, gauss = json.load(handle)["replay_rng"]
+    rng.setstate((version, tuple(internal), gauss))
+    return True

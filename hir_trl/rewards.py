@@ -8,6 +8,7 @@ per row, and keeps the `VerdictMatrix` so that the replay selection reuses the s
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -161,3 +162,100 @@ class ConstraintReward:
         matrix = self.verify(prompts, completions, constraints)
         self.last_verdicts = matrix
         return matrix.ila() if self.reward_mode == "ila" else matrix.cla()
+
+
+def rejudge_replays(judge: Any, reward_mode: str, inputs: Sequence[dict[str, Any]], completions: Sequence[Any],
+                    rows: Sequence[Any]) -> dict[int, float]:
+    """``HiRConfig.rejudge_replays``: re-judge each replay's kept soft constraints under its q'.
+
+    Args:
+        judge: the soft-constraint judge (its ``rejudge`` method when it has one), or None.
+        reward_mode: ``"ila"`` or ``"cla"``.
+        inputs, completions: the B sampled rows' dataset rows and completions.
+        rows: the new rows (`hir_trl.batch.NewRow`).
+
+    Returns:
+        the reward of each replay with a soft kept constraint, by its offset among the new rows: ILA or CLA over the
+        kept constraints, counting the rule verdicts (met by construction) and the new judge verdicts; {} when no
+        replay keeps a soft constraint.
+    """
+    cells, triples = [], []
+    for offset, row in enumerate(rows):
+        if row.kind != "replay" or judge is None:
+            continue
+        constraints = inputs[row.source]["constraints"]
+        for j, kept in enumerate(row.choice.satisfied):
+            if kept and constraints[j]["kind"] == "soft":
+                cells.append(offset)
+                triples.append((instruction_text(row.q_prime), completion_text(completions[row.source]),
+                                constraints[j]["text"]))
+    if not triples:
+        return {}
+    failed = Counter(o for o, v in zip(cells, getattr(judge, "rejudge", judge)(triples)) if not v.passed)
+    return {o: float(failed[o] == 0) if reward_mode == "ila" else 1.0 - failed[o] / sum(row.choice.satisfied)
+            for o, row in enumerate(rows) if row.kind == "replay"}
+
+
+class SoftConstraintsWithoutJudgeError(ValueError):
+    """The data has soft (LLM-judged) constraints, no judge is configured and ``soft_constraints`` is 'judge'."""
+
+
+def check_soft_constraints_judged(train_dataset: Any, eval_dataset: Any = None) -> None:
+    """Refuse to train when soft constraints would silently get reward 0 (HiRConfig ``soft_constraints: judge``).
+
+    Raises:
+        SoftConstraintsWithoutJudgeError: (a `ValueError`) the training or evaluation data holds soft constraints
+            (or is a streaming dataset, which cannot be checked) and no judge is configured.
+    """
+    from .data import count_soft_constraints
+
+    for split, dataset in (("training", train_dataset), ("evaluation", eval_dataset)):
+        counts = count_soft_constraints(dataset)
+        if counts is not None and counts[0] == 0:
+            continue
+        what = (f"{counts[0]} soft (LLM-judged) constraint(s) in {counts[1]} row(s)" if counts is not None else
+                "a streaming dataset, which may hold soft (LLM-judged) constraints")
+        raise SoftConstraintsWithoutJudgeError(
+            f"the {split} data has {what} but no judge is configured (judge_model is empty), so they would all fail "
+            "silently: set judge_model (and judge_api_key_env, the NAME of the variable holding the key; README "
+            "'Soft constraints'), or choose explicitly with soft_constraints: fail (they count as unmet) or "
+            "soft_constraints: skip (they are removed and not rewarded)")
+
+
+def trainer_reward(args: Any, train_dataset: Any, eval_dataset: Any = None, reward_funcs: Any = None,
+                   judge: Any = None) -> tuple[ConstraintReward, Any, Any]:
+    """The `ConstraintReward` of a `HiRTrainer` and its datasets after ``soft_constraints: skip``.
+
+    Args:
+        args: the `HiRConfig` (``soft_constraints``, ``reward_mode`` and the judge fields).
+        train_dataset, eval_dataset: normalized datasets (`hir_trl.load_hir_dataset`), or None.
+        reward_funcs: None (build the reward), one `ConstraintReward`, or a list holding one.
+        judge: the soft-constraint judge for a built reward; None builds one from ``judge_model`` when the data has
+            soft constraints.
+
+    Returns:
+        ``(reward, train_dataset, eval_dataset)``.
+
+    Raises:
+        TypeError: ``reward_funcs`` is not a single `ConstraintReward`.
+        SoftConstraintsWithoutJudgeError: see `check_soft_constraints_judged`.
+        KeyError: ``judge_api_key_env`` names an unset variable.
+    """
+    from .data import drop_soft_constraints
+    from .judge import build_judge, has_soft_constraints
+
+    if isinstance(reward_funcs, list) and len(reward_funcs) == 1:
+        reward_funcs = reward_funcs[0]
+    if args.soft_constraints == "skip":
+        train_dataset = drop_soft_constraints(train_dataset)
+        eval_dataset = None if eval_dataset is None else drop_soft_constraints(eval_dataset)
+    if reward_funcs is None:
+        if judge is None and (has_soft_constraints(train_dataset) or has_soft_constraints(eval_dataset)):
+            judge = build_judge(args)  # None without judge_model
+        reward_funcs = ConstraintReward(judge=judge, reward_mode=args.reward_mode)
+    if not isinstance(reward_funcs, ConstraintReward):
+        raise TypeError("HiRTrainer's reward is the constraint verdicts: pass reward_funcs=None or a single "
+                        f"ConstraintReward, got {type(reward_funcs).__name__}")
+    if reward_funcs.judge is None and args.soft_constraints == "judge":
+        check_soft_constraints_judged(train_dataset, eval_dataset)
+    return reward_funcs, train_dataset, eval_dataset

@@ -29,7 +29,7 @@ installs a ``custom_generate`` on an instance.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -182,4 +182,71 @@ def record_sampling(model: Any, recorder: SamplingRecorder) -> Iterator[None]:
             del model.generate
 
 
-__all__ = ["SamplingRecorder", "record_sampling", "sampling_changes_policy"]
+def recorded_tensor(recorded: dict[str, Any] | None, key: str, like: torch.Tensor) -> torch.Tensor | None:
+    """Recorded per-completion values (`SamplingRecorder.per_row`) of ``key`` (``logps`` or ``entropies``) as a
+    (B, T) float32 tensor shaped like ``like``, zeros past each completion; None when nothing was recorded."""
+    if not recorded or key not in recorded:
+        return None
+    out = like.new_zeros(like.shape, dtype=torch.float32)
+    for i, values in enumerate(recorded[key]):
+        out[i, : values.numel()] = values.to(out.device)
+    return out
+
+
+def sampling_logps(output: dict[str, Any], recorded: dict[str, Any] | None) -> torch.Tensor | None:
+    """(B, T) log-probs of the sampled tokens under the sampling policy: recorded while sampling, else vLLM's
+    ``sampling_per_token_logps``; None when neither is there or vLLM could not score some token (NaN)."""
+    mask = output["completion_mask"]
+    sampled = recorded_tensor(recorded, "logps", mask)
+    if sampled is None:
+        sampled = output.get("sampling_per_token_logps")
+    if sampled is not None and torch.isnan(sampled[mask.bool()]).any():
+        return None
+    return sampled
+
+
+def entropies_and_old_logps(output: dict[str, Any], capture: dict[str, Any], *, need_old: bool, need_f_div: bool,
+                            diversity_entropy: str | None,
+                            policy_pass: Callable[[bool], tuple[torch.Tensor, torch.Tensor | None]],
+                            ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The token entropies behind F_div and the old log-probs under q of the B sampled rows, cheapest source first.
+
+    - entropies, ``diversity_entropy="exact"``: TRL's own old-log-prob pass (``capture["entropies"]``), else recorded
+      while sampling; ``"sampled"``: -log pi(y_t) from the sampling log-probs (`sampling_logps`) or TRL's
+      ``old_per_token_logps``; None: not wanted (no replays).
+    - old log-probs (only when ``need_old``): the sampling log-probs.
+    - ``policy_pass(exact_entropy)`` (one no-grad forward: (B, T) log-probs, and entropies when asked) runs only for
+      what none of these gives.
+
+    Args:
+        output: super's `_generate_and_score_completions` output; capture: HiR's capture of that call.
+        need_old: old log-probs are needed (replays with ``replay_old_logps="original"``, paper eq. 7-8, or
+            ``kl_in_reward``) and TRL did not compute them.
+        need_f_div: the selection uses F_div (``replay_selection`` curriculum or diversity).
+
+    Returns:
+        ``(entropies, old)``: (B, T) in nats each, or None where not computed.
+    """
+    mask = output["completion_mask"]
+    sampled = sampling_logps(output, capture.get("recorded"))
+    entropies = None
+    if diversity_entropy == "exact":
+        entropies = capture.get("entropies")
+        if entropies is None:
+            entropies = recorded_tensor(capture.get("recorded"), "entropies", mask)
+    elif diversity_entropy is not None:
+        logps = sampled if sampled is not None else output.get("old_per_token_logps")
+        entropies = None if logps is None else -logps
+    old = sampled if need_old else None
+    if (need_old and old is None) or (need_f_div and entropies is None):
+        exact = need_f_div and entropies is None and diversity_entropy == "exact"
+        logps, pass_entropies = policy_pass(exact)
+        if need_old and old is None:
+            old = logps
+        if need_f_div and entropies is None:
+            entropies = pass_entropies if exact else -logps
+    return entropies, old
+
+
+__all__ = ["SamplingRecorder", "entropies_and_old_logps", "record_sampling", "recorded_tensor", "sampling_logps",
+           "sampling_changes_policy"]

@@ -1,0 +1,136 @@
+"""What a HiR step logs: ``hir/*`` metrics, ``hir/seconds_*`` timings, ``judge/*`` metrics and the completion-log
+rows of its new rows.
+
+Plain functions over the step's rows and counts (no trainer): the trainer gathers the counts over ranks and hands
+the results to TRL (`hir_trl.trl_adapter`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+from .batch import NewRow
+
+#: Completion-log columns HiR writes itself.
+LOG_COLUMNS = ("row_id", "hindsight", "supplementary", "kept_constraints")
+#: ``hir/seconds_<name>`` timings (README "Metrics").
+TIMINGS = ("total", "extra_pass", "selection", "supplementary", "assembly", "replay_passes", "recording")
+#: The per-rank counts `replay_counts` returns, in order (summed over ranks before `replay_metrics`).
+COUNTS = ("replayed", "slots", "groups_all_failed", "groups", "integrity", "entropy", "supplementary", "padded",
+          "fillers", "generated_tokens")
+
+
+class StepTimer:
+    """Wall seconds of named blocks of one generation batch; a block's time excludes the timed blocks nested in it,
+    except ``"total"``, which keeps them (it is the whole of HiR's work on the batch).
+
+    Args:
+        synchronize: called at both ends of a block (``torch.cuda.synchronize`` on a GPU), or None.
+    """
+
+    def __init__(self, synchronize: Callable[[], None] | None = None) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self._stack: list[float] = []
+        self._synchronize = synchronize
+
+    @contextmanager
+    def timed(self, name: str) -> Iterator[None]:
+        if self._synchronize:
+            self._synchronize()
+        start = time.perf_counter()
+        self._stack.append(0.0)
+        try:
+            yield
+        finally:
+            if self._synchronize:
+                self._synchronize()
+            elapsed = time.perf_counter() - start
+            nested = self._stack.pop()
+            self.seconds[name] += elapsed if name == "total" else elapsed - nested
+            if self._stack:
+                self._stack[-1] += elapsed
+
+    def values(self) -> list[float]:
+        """Seconds of each of `TIMINGS`, in order (0 for a block that did not run)."""
+        return [self.seconds.get(name, 0.0) for name in TIMINGS]
+
+
+def replay_counts(rows: Sequence[NewRow], rewards: Sequence[float], num_sampled: int, group_size: int, k: int,
+                  fillers: int, generated_tokens: int) -> list[float]:
+    """This rank's counts behind the ``hir/*`` metrics, in the order of `COUNTS`.
+
+    Args:
+        rows: the step's new rows; ``rewards``: (B + len(rows),) the reward of every row.
+        num_sampled: B, sampled rows; ``group_size``: m; ``k``: replays per group.
+        fillers: supplementary samples generated only to keep ranks in step; ``generated_tokens``: completion tokens
+            of the B sampled rows.
+    """
+    choices = [row.choice for row in rows if row.kind == "replay"]
+    groups = num_sampled // group_size
+    all_failed = sum(all(rewards[g * group_size + j] == 0 for j in range(group_size)) for g in range(groups))
+    return [len(choices), groups * k, all_failed, groups, sum(c.integrity for c in choices),
+            sum(c.diversity for c in choices), sum(row.kind == "supplementary" for row in rows),
+            sum(row.kind == "pad" for row in rows), fillers, generated_tokens]
+
+
+def replay_metrics(counts: Sequence[float], lam: float, group_size: int) -> dict[str, float]:
+    """The ``hir/*`` metrics of a step from `replay_counts` summed over ranks (README "Metrics").
+
+    ``hir/replay_integrity_mean`` and ``hir/replay_entropy_mean`` are NaN when nothing was replayed.
+    """
+    c = dict(zip(COUNTS, counts))
+    replayed = c["replayed"]
+    return {
+        "hir/lambda": lam,
+        "hir/replayed_rows": replayed,
+        "hir/replayed_fraction": replayed / c["slots"] if c["slots"] else 0.0,
+        "hir/supplementary_samples": c["supplementary"],
+        "hir/filler_samples": c["fillers"],
+        "hir/padded_rows": c["padded"],
+        "hir/rows_per_group": (c["groups"] * group_size + replayed + c["supplementary"]) / c["groups"],
+        "hir/generated_tokens": c["generated_tokens"],
+        "hir/groups_all_failed": c["groups_all_failed"] / c["groups"],
+        "hir/replay_integrity_mean": c["integrity"] / replayed if replayed else float("nan"),
+        "hir/replay_entropy_mean": c["entropy"] / replayed if replayed else float("nan"),
+    }
+
+
+def completion_log_rows(rows: Sequence[NewRow], inputs: Sequence[dict[str, Any]], completions: Sequence[Any],
+                        supplement: dict[str, Any] | None, rewards: Sequence[float], num_sampled: int,
+                        group_size: int) -> list[tuple[Any, Any, str, bool, bool, str | None, float]]:
+    """Completion-log entries of the new rows except padding: (prompt, completion, row_id, hindsight, supplementary,
+    kept_constraints, reward). A replay shows q' and the indices of its kept constraints (JSON)."""
+    out = []
+    for i, row in enumerate(rows):
+        if row.kind == "replay":
+            kept = json.dumps([j for j, ok in enumerate(row.choice.satisfied) if ok])
+            out.append((row.q_prime, completions[row.source], str(inputs[row.source].get("row_id")), True, False,
+                        kept, 1.0))
+        elif row.kind == "supplementary":
+            out.append((supplement["prompts"][row.source], supplement["completions"][row.source],
+                        str(inputs[row.group * group_size].get("row_id")), False, True, None,
+                        rewards[num_sampled + i]))
+    return out
+
+
+def judge_metrics(metrics: dict[str, float], gather: Callable[[torch.Tensor], torch.Tensor],
+                  device: Any = None) -> dict[str, float]:
+    """A judge's ``pop_metrics()`` ready to log: counters summed over ranks (``judge/seconds_per_step``: the
+    slowest rank's), latency percentiles (``judge/latency_p50``/``_p95``, seconds) of this rank."""
+    counters = sorted(key for key in metrics if "latency" not in key)  # the same keys on every rank
+    out = {}
+    if counters:
+        local = torch.tensor([metrics[k] for k in counters], dtype=torch.float64, device=device)
+        gathered = gather(local).view(-1, len(counters))
+        for i, name in enumerate(counters):
+            column = gathered[:, i]
+            out[name] = (column.max() if name == "judge/seconds_per_step" else column.sum()).item()
+    out.update({name: metrics[name] for name in ("judge/latency_p50", "judge/latency_p95") if name in metrics})
+    return out

@@ -1,0 +1,153 @@
+"""Every place HiR reads or changes `trl.GRPOTrainer`'s private state, in one small adapter.
+
+TRL (1.16) has no public hook for what HiR needs here: appending rows to the completion log, generating one
+completion per prompt inside a training step, or knowing whether it ran its own old-log-prob pass. Each function
+below names the private attribute it relies on; `tests/test_trl_adapter.py` runs each against the installed TRL
+and fails loudly when TRL's behaviour changes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+#: Completion-log buffers of ``GRPOTrainer._logs`` that hold one value per logged row.
+ROW_BUFFERS = ("prompt", "completion", "advantages")
+
+
+def trl_computes_old_logps(trainer: Any) -> bool:
+    """True when `GRPOTrainer._generate_and_score_completions` runs its own no-grad old-log-prob pass.
+
+    TRL's condition (trl/trainer/grpo_trainer.py, "generate_every"): the optimizer step is not aligned with the
+    generation (``gradient_accumulation_steps % (steps_per_generation * num_iterations) != 0``), or vLLM's
+    importance-sampling correction is on.
+    """
+    generate_every = trainer.args.steps_per_generation * trainer.num_iterations
+    return trainer.args.gradient_accumulation_steps % generate_every != 0 or bool(
+        trainer.use_vllm and trainer.vllm_importance_sampling_correction)
+
+
+def tokenize_prompts(trainer: Any, prompts: Sequence[Any]) -> list[list[int]]:
+    """Prompt token ids as TRL tokenizes them for generation (chat template applied), via
+    ``GRPOTrainer._tokenize_prompts`` (its first return value)."""
+    return trainer._tokenize_prompts(list(prompts))[0]
+
+
+def resize_completion_log(trainer: Any, size: int) -> None:
+    """Make ``GRPOTrainer._logs`` hold ``size`` rows (TRL sizes it to one generation batch; HiR adds k rows per
+    group)."""
+    trainer._logs = {
+        "images": deque(maxlen=size),
+        "prompt": deque(maxlen=size),
+        "completion": deque(maxlen=size),
+        "rewards": defaultdict(lambda: deque(maxlen=size)),
+        "advantages": deque(maxlen=size),
+        "extra": defaultdict(lambda: deque(maxlen=size)),
+    }
+
+
+@contextmanager
+def one_completion_per_prompt(trainer: Any) -> Iterator[None]:
+    """Within the block, `GRPOTrainer._generate_and_score_completions` samples one completion per prompt (and
+    computes its advantages over groups of 1): TRL reads ``trainer.num_generations`` there."""
+    saved = trainer.num_generations
+    trainer.num_generations = 1
+    try:
+        yield
+    finally:
+        trainer.num_generations = saved
+
+
+@contextmanager
+def discard_records(trainer: Any, rows_per_rank: int) -> Iterator[None]:
+    """Undo what one call of `GRPOTrainer._generate_and_score_completions` inside the block adds to the step's
+    metrics (``_metrics["train"]``, except the ``num_tokens`` counter) and to the completion log (``_logs``):
+    ``rows_per_rank`` prompts on every rank, gathered."""
+    metrics = trainer._metrics["train"]
+    lengths = {key: len(values) for key, values in metrics.items()}
+    yield
+    for key, values in metrics.items():
+        if key != "num_tokens":
+            del values[lengths.get(key, 0):]
+    added = rows_per_rank * trainer.accelerator.num_processes
+    logs = trainer._logs
+    for buffer in [*(logs[name] for name in ROW_BUFFERS), *logs["rewards"].values()]:
+        for _ in range(min(added, len(buffer))):
+            buffer.pop()
+
+
+def replace_logged_advantages(trainer: Any, advantages: Sequence[float]) -> None:
+    """Replace the advantages of the last ``len(advantages)`` logged rows (TRL logged them before HiR changed
+    them)."""
+    buffer = trainer._logs["advantages"]
+    for _ in advantages:
+        buffer.pop()
+    buffer.extend(advantages)
+
+
+def log_completions(trainer: Any, prompts: Sequence[Any], completions: Sequence[Any], rewards: Sequence[float],
+                    advantages: Sequence[float], extra: dict[str, Sequence[Any]], num_logged: int = 0) -> None:
+    """Append rows (already gathered over ranks) to the completion log.
+
+    Args:
+        prompts, completions, rewards, advantages: one value per new row (``rewards`` goes to every reward column).
+        extra: HiR's extra columns, each with ``num_logged`` values for rows TRL already logged, then one per new
+            row; TRL's other extra columns get None for the new rows.
+        num_logged: rows already in the log that ``extra`` also covers.
+    """
+    logs = trainer._logs
+    logs["prompt"].extend(prompts)
+    logs["completion"].extend(completions)
+    for name in trainer.reward_func_names:
+        logs["rewards"][name].extend(rewards)
+    logs["advantages"].extend(advantages)
+    for column in list(logs["extra"]):
+        if column not in extra:
+            logs["extra"][column].extend([None] * len(prompts))
+    for column, values in extra.items():
+        logs["extra"][column].extend(values)
+
+
+def has_log_columns(trainer: Any, columns: Sequence[str]) -> bool:
+    """Whether the completion log already has any of ``columns`` as extra columns."""
+    return any(column in trainer._logs["extra"] for column in columns)
+
+
+def extend_log_columns(trainer: Any, values: dict[str, Sequence[Any]]) -> None:
+    """Append values to extra columns of the completion log (rows TRL logged)."""
+    for column, column_values in values.items():
+        trainer._logs["extra"][column].extend(column_values)
+
+
+def sampling_record_problem(trainer: Any) -> str | None:
+    """None when `HiRTrainer._generate_single_turn` can record entropies and log-probs while sampling, else why not
+    (reads TRL's ``use_vllm``, ``use_transformers_continuous_batching``, ``tools``, ``rollout_func`` and
+    ``generation_config``)."""
+    from .sampling import sampling_changes_policy
+
+    if trainer.use_vllm:
+        return "vLLM generates: its sampling_per_token_logps are used"
+    if getattr(trainer, "use_transformers_continuous_batching", False):
+        return "transformers continuous batching has no logits-processor hook"
+    if trainer.tools or getattr(trainer, "rollout_func", None) is not None:
+        return "tools or a rollout_func generate"
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    reason = sampling_changes_policy(trainer.generation_config, getattr(model, "generation_config", None))
+    return None if reason is None else f"a logit processor changes the policy's logits: {reason}"
+
+
+def log_hindsight_rows(trainer: Any, row_ids: Sequence[str], sampled_advantages: Sequence[float],
+                       entries: Sequence[tuple], new_advantages: Sequence[float]) -> None:
+    """The completion log of a HiR step (all lists gathered over ranks): TRL logged the sampled rows before HiR
+    changed their advantages, so those are replaced; then the new rows (`hir_trl.step_log.completion_log_rows`
+    entries) are appended, and HiR's columns (``row_id``, ``hindsight``, ``supplementary``, ``kept_constraints``)
+    cover both."""
+    replace_logged_advantages(trainer, sampled_advantages)
+    n = len(row_ids)
+    log_completions(
+        trainer, [e[0] for e in entries], [e[1] for e in entries], [e[6] for e in entries], new_advantages,
+        extra={"row_id": list(row_ids) + [e[2] for e in entries], "hindsight": [False] * n + [e[3] for e in entries],
+               "supplementary": [False] * n + [e[4] for e in entries],
+               "kept_constraints": [None] * n + [e[5] for e in entries]})

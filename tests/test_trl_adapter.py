@@ -1,0 +1,62 @@
+"""`hir_trl.trl_adapter` against the installed TRL: each test fails loudly when TRL's private behaviour changes."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import pytest
+
+from hir_trl import HiRConfig, trl_adapter
+from hir_trl.trainer import HiRTrainer
+
+
+def _trainer(tmp_path, tiny_model_path, dataset, **overrides):
+    values = dict(output_dir=str(tmp_path / "out"), per_device_train_batch_size=6, num_generations=6, num_replays=0,
+                  max_steps=1, max_completion_length=8, bf16=False, use_cpu=True, report_to="none",
+                  save_strategy="no", seed=0, gradient_checkpointing=False)
+    values.update(overrides)
+    return HiRTrainer(model=str(tiny_model_path), args=HiRConfig(**values), train_dataset=dataset)
+
+
+def _batch(trainer, dataset, n):
+    return [dataset[0]] * n
+
+
+@pytest.mark.parametrize("num_iterations", [1, 2])
+def test_trl_computes_old_logps_matches_trl(tmp_path, tiny_model_path, sample_dataset, num_iterations):
+    """TRL's own condition for its old-log-prob pass, restated by the adapter, against what TRL really returns."""
+    trainer = _trainer(tmp_path, tiny_model_path, sample_dataset, num_iterations=num_iterations)
+    trainer.model.train()
+    output = trainer._generate_and_score_completions(_batch(trainer, sample_dataset, 6))
+    computed = output.get("old_per_token_logps") is not None
+    assert trl_adapter.trl_computes_old_logps(trainer) is computed
+    assert computed is (num_iterations == 2)
+
+
+def test_completion_log_buffers_and_one_completion_per_prompt(tmp_path, tiny_model_path, sample_dataset):
+    trainer = _trainer(tmp_path, tiny_model_path, sample_dataset)
+    # TRL's completion log holds these buffers, the adapter's replacement keeps their names and kinds
+    assert set(trainer._logs) == {"images", "prompt", "completion", "rewards", "advantages", "extra"}
+    assert all(isinstance(trainer._logs[name], deque) for name in trl_adapter.ROW_BUFFERS)
+    assert trainer._logs["prompt"].maxlen == 6 + 0  # generation batch + k rows per group (k = 0)
+    trl_adapter.resize_completion_log(trainer, 9)
+    assert trainer._logs["prompt"].maxlen == 9 and trainer._logs["rewards"]["x"].maxlen == 9
+    trainer.model.train()
+    trainer._generate_and_score_completions(_batch(trainer, sample_dataset, 6))
+    logged = len(trainer._logs["prompt"])
+    metrics = {key: len(values) for key, values in trainer._metrics["train"].items()}
+    assert logged == 6
+    # TRL reads num_generations inside the call: one completion per prompt, and nothing kept in the records
+    with trl_adapter.one_completion_per_prompt(trainer), trl_adapter.discard_records(trainer, 2):
+        out = trainer._generate_and_score_completions(_batch(trainer, sample_dataset, 2))
+    assert trainer.num_generations == 6
+    assert out["completion_ids"].size(0) == 2
+    assert len(trainer._logs["prompt"]) == logged and len(trainer._logs["advantages"]) == logged
+    assert {k: len(v) for k, v in trainer._metrics["train"].items() if k != "num_tokens"} == {
+        k: v for k, v in metrics.items() if k != "num_tokens"}
+    # the log takes HiR's rows and columns
+    trl_adapter.log_hindsight_rows(trainer, ["r"] * 6, [0.5] * 6, [("q'", "y", "r", True, False, "[0]", 1.0)], [1.0])
+    assert list(trainer._logs["advantages"])[-7:] == [0.5] * 6 + [1.0]
+    assert list(trainer._logs["extra"]["hindsight"]) == [False] * 6 + [True]
+    assert len(trainer._logs["prompt"]) == 7
+    assert trl_adapter.tokenize_prompts(trainer, [sample_dataset[0]["prompt"]])[0]
