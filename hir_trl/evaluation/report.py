@@ -45,27 +45,25 @@ def _listed(items: Sequence[str]) -> str:
 def issue_lines(bench: Mapping[str, Any]) -> list[str]:
     """One line per kind of problem found while scoring a benchmark (missing responses, unknown ids, ...)."""
     issues = bench["issues"]
+    n = bench["num_samples"]
+    # (issue kind, how one is shown, singular/plural subject, what the line says of them)
+    kinds = (
+        ("missing_responses", lambda m: f"{m['key']} {m['prompt']!r}", ("prompt has", "prompts have"),
+         "no response (counted as failures)"),
+        ("incomplete_responses", lambda m: f"{m['key']} ({m['responses']})", ("prompt has", "prompts have"),
+         f"fewer than {n} responses (the missing samples count as failures)"),
+        ("extra_responses", lambda m: f"{m['key']} ({m['responses']})", ("prompt has", "prompts have"),
+         f"more than {n} responses (the extra ones are not scored)"),
+        ("unknown_instructions", lambda m: f"row {m['key']} {m['instruction_id']!r}",
+         ("constraint names", "constraints name"), "an unknown instruction id (counted as failures)"),
+        ("unverifiable", lambda m: f"row {m['key']} {m['instruction_id']!r}", ("requirement", "requirements"),
+         "cannot be parsed by the rule checker (unverifiable: judged when a judge is configured, else unjudged)"),
+    )
     lines = []
-    if issues["missing_responses"]:
-        items = [f"{m['key']} {m['prompt']!r}" for m in issues["missing_responses"]]
-        lines.append(f"{_count(len(items), 'prompt has', 'prompts have')} no response (counted as failures): "
-                     f"{_listed(items)}")
-    if issues["incomplete_responses"]:
-        items = [f"{m['key']} ({m['responses']})" for m in issues["incomplete_responses"]]
-        lines.append(f"{_count(len(items), 'prompt has', 'prompts have')} fewer than {bench['num_samples']} responses (the missing samples "
-                     f"count as failures): {_listed(items)}")
-    if issues["extra_responses"]:
-        items = [f"{m['key']} ({m['responses']})" for m in issues["extra_responses"]]
-        lines.append(f"{_count(len(items), 'prompt has', 'prompts have')} more than {bench['num_samples']} responses (the extra ones are not "
-                     f"scored): {_listed(items)}")
-    if issues["unknown_instructions"]:
-        items = [f"row {m['key']} {m['instruction_id']!r}" for m in issues["unknown_instructions"]]
-        lines.append(f"{_count(len(items), 'constraint names', 'constraints name')} an unknown instruction id (counted as failures): "
-                     f"{_listed(items)}")
-    if issues["unverifiable"]:
-        items = [f"row {m['key']} {m['instruction_id']!r}" for m in issues["unverifiable"]]
-        lines.append(f"{_count(len(items), 'requirement', 'requirements')} cannot be parsed by the rule checker (unverifiable: judged when a "
-                     f"judge is configured, else unjudged): {_listed(items)}")
+    for kind, show, (singular, plural), says in kinds:
+        if issues[kind]:
+            items = [show(m) for m in issues[kind]]
+            lines.append(f"{_count(len(items), singular, plural)} {says}: {_listed(items)}")
     unjudged = issues["unjudged"]
     if unjudged["constraints"]:
         text = (f"{_count(unjudged['constraints'], 'constraint is', 'constraints are')} unjudged (no judge configured: "
