@@ -24,8 +24,11 @@ from .base import Checker
 #: The reading every family has: the official code's semantics (what `hir-trl eval` scores).
 OFFICIAL = "official"
 
+#: A constraint's ``kwargs`` as rows store them (``None`` means no kwargs).
+Kwargs = Mapping[str, Any] | None
 
-def drop_none_kwargs(instruction_id: str, kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
+
+def drop_none_kwargs(instruction_id: str, kwargs: Kwargs) -> dict[str, Any]:
     """IFEval's convention for a row's ``kwargs``: ``None`` means no kwargs, and a kwarg whose value is ``None`` is
     dropped (HF datasets store every instruction's kwargs in one struct, so absent ones come back as ``None``)."""
     return {name: value for name, value in (kwargs or {}).items() if value is not None}
@@ -95,15 +98,11 @@ class VerifierFamily:
     registry: Mapping[str, type[Checker]]
     loose_variants: Callable[[str], list[str]]
     readings: tuple[str, ...] = (OFFICIAL,)
-    prepare_kwargs: Callable[[str, Mapping[str, Any] | None], dict[str, Any]] = drop_none_kwargs
+    prepare_kwargs: Callable[[str, Kwargs], dict[str, Any]] = drop_none_kwargs
     construct: Callable[[type[Checker], dict[str, Any]], Checker] = new_checker
 
     def build_checker(
-        self,
-        instruction_id: str,
-        kwargs: Mapping[str, Any] | None = None,
-        prompt: str | None = None,
-        reading: str = OFFICIAL,
+        self, instruction_id: str, kwargs: Kwargs = None, prompt: str | None = None, reading: str = OFFICIAL
     ) -> Checker:
         """Construct the checker for one constraint of this family, as the official evaluation does.
 
@@ -133,12 +132,7 @@ class VerifierFamily:
         return checker
 
     def check(
-        self,
-        instruction_id: str,
-        kwargs: Mapping[str, Any] | None,
-        response: str,
-        prompt: str | None = None,
-        reading: str = OFFICIAL,
+        self, instruction_id: str, kwargs: Kwargs, response: str, prompt: str | None = None, reading: str = OFFICIAL
     ) -> bool:
         """The *strict* verdict for one constraint (IFEval's ``test_instruction_following_strict``).
 
@@ -154,12 +148,7 @@ class VerifierFamily:
         return _passes(self.build_checker(instruction_id, kwargs, prompt, reading), response, prompt)
 
     def check_loose(
-        self,
-        instruction_id: str,
-        kwargs: Mapping[str, Any] | None,
-        response: str,
-        prompt: str | None = None,
-        reading: str = OFFICIAL,
+        self, instruction_id: str, kwargs: Kwargs, response: str, prompt: str | None = None, reading: str = OFFICIAL
     ) -> bool:
         """The *loose* verdict (IFEval's ``test_instruction_following_loose``): any of `loose_variants` passes.
 
@@ -172,4 +161,4 @@ class VerifierFamily:
         return any(_passes(checker, variant, prompt) for variant in self.loose_variants(response))
 
 
-__all__ = ["OFFICIAL", "VerifierFamily", "drop_none_kwargs", "loose_variants", "new_checker", "strict_only"]
+__all__ = ["OFFICIAL", "Kwargs", "VerifierFamily", "drop_none_kwargs", "loose_variants", "new_checker", "strict_only"]

@@ -40,7 +40,7 @@ from .base import count_arg as _count
 from .base import required_arg as _required
 from .base import text_arg as _text
 from .evaluation_lib import OFFICIAL, VerifierFamily, loose_variants
-from .ifbench_official import OFFICIAL_CHECKS
+from .ifbench_official import OFFICIAL_CHECKS, mcq_count_length
 from .nlp import (
     COORDINATING_CONJUNCTIONS,
     PRONOUNS,
@@ -1269,7 +1269,8 @@ class MultipleChoiceQuestions(_FixedDescription):
 
     As in IFBench: the response must begin with ``Question`` (no preamble); questions are split at
     ``Question <number>``; an option is a line starting with ``A``-``E`` followed by ``.`` or ``)``; each
-    question's text (before its first option) must be strictly longer than the previous one's.
+    question's text (before its first option) must be strictly longer than the previous one's. The official
+    check states exactly this, so both readings run it (`hir_trl.verifiers.ifbench_official.mcq_count_length`).
     """
 
     instruction_id = "custom:mcq_count_length"
@@ -1280,25 +1281,7 @@ class MultipleChoiceQuestions(_FixedDescription):
     )
 
     def check_description(self, response: str, prompt: str | None = None) -> bool:
-        if not response.startswith("Question"):
-            return False
-        parts = re.split(r"\n*(?:Question \d+[\.|\):;]?\s*)", response)
-        questions = [part.strip() for part in parts if part.strip()]
-        if len(questions) != 4:
-            return False
-        lengths = []
-        for question in questions:
-            text, options, in_options = "", 0, False
-            for line in question.split("\n"):
-                if re.match(r"^[A-Ea-e][\.|\)]\s*\w+", line.strip()):
-                    options += 1
-                    in_options = True
-                elif not in_options:
-                    text += " " + line.strip()
-            if options != 5:
-                return False
-            lengths.append(len(text.strip()))
-        return all(a < b for a, b in zip(lengths, lengths[1:]))
+        return mcq_count_length(self.kwargs, response)
 
 
 class ReverseNewline(_FixedDescription):

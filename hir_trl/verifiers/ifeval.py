@@ -102,6 +102,20 @@ def _words(checker: IFEvalChecker, kwargs: dict[str, Any], name: str) -> list[st
     return list(value)
 
 
+def paragraph_count(response: str, separator: str) -> int | None:
+    """IFEval's paragraph count: split on the regex ``separator``; empty first/last parts are ignored, an empty
+    middle part makes the layout invalid (``None``)."""
+    parts = re.split(separator, response)
+    count = len(parts)
+    for index, part in enumerate(parts):
+        if not part.strip():
+            if index in (0, len(parts) - 1):
+                count -= 1
+            else:
+                return None
+    return count
+
+
 def _detect_language(text: str) -> str | None:
     """langdetect's ISO 639-1 code for ``text`` (seeded), or None when it cannot classify the text."""
     import langdetect
@@ -286,15 +300,7 @@ class NumberOfParagraphs(IFEvalChecker):
         )
 
     def check_following(self, response: str, prompt: str | None = None) -> bool:
-        paragraphs = re.split(r"\s?\*\*\*\s?", response)
-        count = len(paragraphs)
-        for index, paragraph in enumerate(paragraphs):
-            if not paragraph.strip():
-                if index in (0, len(paragraphs) - 1):
-                    count -= 1
-                else:
-                    return False
-        return count == self.num_paragraphs
+        return paragraph_count(response, r"\s?\*\*\*\s?") == self.num_paragraphs
 
 
 class NumberOfWords(IFEvalChecker):

@@ -47,7 +47,7 @@ from .base import count_arg as _count
 from .base import relation_arg as _relation
 from .base import required_arg as _required
 from .base import text_arg as _text
-from .ifeval import IFEvalChecker, KeywordFrequency, LetterFrequency
+from .ifeval import IFEvalChecker, KeywordFrequency, LetterFrequency, paragraph_count
 from .nlp import treebank_tokens
 
 # --------------------------------------------------------------------------------------------------
@@ -114,20 +114,6 @@ def _bare(token: str) -> str:
 def _words(text: str) -> list[str]:
     """Whitespace-separated tokens that contain at least one word character (a bare ``-`` or ``***`` is not a word)."""
     return [token for token in text.split() if re.search(r"\w", token)]
-
-
-def _paragraph_count(response: str, separator: str) -> int | None:
-    """IFEval's paragraph count: split on ``separator``; empty first/last parts are ignored, an empty middle
-    part makes the layout invalid (``None``)."""
-    parts = re.split(separator, response)
-    count = len(parts)
-    for index, part in enumerate(parts):
-        if not part.strip():
-            if index in (0, len(parts) - 1):
-                count -= 1
-            else:
-                return None
-    return count
 
 
 # --------------------------------------------------------------------------------------------------
@@ -598,7 +584,7 @@ class Paragraphs(IFEvalChecker):
         return "There should be 2 paragraphs. Paragraphs are separated with the markdown divider: ***"
 
     def check_following(self, response: str, prompt: str | None = None) -> bool:
-        return _paragraph_count(response, r"\s?\*\*\*\s?") == 2
+        return paragraph_count(response, r"\s?\*\*\*\s?") == 2
 
 
 class Paragraphs2(IFEvalChecker):
@@ -620,7 +606,7 @@ class Paragraphs2(IFEvalChecker):
         )
 
     def check_following(self, response: str, prompt: str | None = None) -> bool:
-        return _paragraph_count(response, r"\n\n") == 2
+        return paragraph_count(response, r"\n\n") == 2
 
 
 # --------------------------------------------------------------------------------------------------
