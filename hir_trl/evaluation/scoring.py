@@ -6,8 +6,8 @@ lm-eval 0.4.x):
 - Responses are joined to benchmark rows by prompt text (the final user turn). A prompt with no response is
   a failure of every one of its constraints, and is listed in the report.
 - Strict: `hir_trl.verifiers.verify_constraint` (``None`` kwargs dropped, an all-whitespace response fails;
-  a checker exception is a failed verdict whose error is recorded). Loose (IFEval/IFBench formats): the
-  family's ``check_loose`` (any of the 8 official variants passes), wrapped the same way.
+  a checker exception is a failed verdict whose error is recorded). Loose (IFEval/IFBench formats): the same
+  call with ``loose=True``, the family's ``check_loose`` (any of the 8 official variants passes).
 - Prompt-level accuracy: the fraction of rows whose constraints all pass (the paper's ILA); instruction-level
   accuracy: the micro-average over all constraints of all rows. CLA (MulDimIF/HIR formats): the mean over
   rows of the fraction of the row's constraints met.
@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..verifiers import FAMILIES, Verdict, sentence_backend, sentence_tokenizer_name, verify_constraint
+from ..verifiers import Verdict, sentence_backend, sentence_tokenizer_name, verify_constraint
 from .benchmarks import Benchmark, EvalConstraint
 
 #: A judge for soft constraints (see `hir_trl.rewards.Judge`): (instruction, response, constraint) triples in,
@@ -252,15 +252,8 @@ class Cell:
 
 
 def _loose_verdict(constraint: EvalConstraint, response: str, prompt: str) -> Verdict:
-    module = FAMILIES.get(constraint.family or "")
-    check_loose = getattr(module, "check_loose", None)
-    if check_loose is None:
-        return verify_constraint(constraint.family, constraint.instruction_id, constraint.kwargs, response, prompt,
-                                 reading="official")
-    try:
-        return Verdict(bool(check_loose(constraint.instruction_id, dict(constraint.kwargs), response, prompt)))
-    except Exception as exc:  # noqa: BLE001 - a checker failure is a recorded verdict, as in verify_constraint
-        return Verdict(False, error=f"{type(exc).__name__}: {exc}")
+    return verify_constraint(constraint.family, constraint.instruction_id, constraint.kwargs, response, prompt,
+                             reading="official", loose=True)
 
 
 def _judge_error_type() -> type[BaseException] | None:

@@ -1,8 +1,11 @@
-"""Rule verifiers for hard constraints, one registry per family.
+"""Rule verifiers for hard constraints, one registry per family, one protocol for all.
 
-A constraint names its ``family`` (``"ifeval"``, ``"muldimif"``, ...), its ``instruction_id`` within the
-family and its ``kwargs``. `verify_constraint` runs the family's checker and never raises: a checker
-exception becomes a failed `Verdict` whose ``error`` holds the exception text.
+A constraint names its ``family`` (``"ifeval"``, ``"ifbench"``, ``"muldimif"``), its ``instruction_id`` within
+the family and its ``kwargs``. Every family module has the same shape (`hir_trl.verifiers.base`): ``FAMILY``,
+``REGISTRY`` and ``VERIFIER``, its `VerifierFamily` record, whose ``build_checker`` / ``check`` (strict) /
+``check_loose`` are the one shared evaluation of `hir_trl.verifiers.evaluation_lib`. `verify_constraint` runs
+the family's strict or loose check and never raises: a checker exception becomes a failed `Verdict` whose
+``error`` holds the exception text.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from typing import Any
 
 from . import ifbench, ifeval, muldimif
 from .base import Checker, Verdict
+from .evaluation_lib import VerifierFamily
 from .text import (
     count_sentences,
     count_words,
@@ -22,8 +26,9 @@ from .text import (
     split_sentences,
 )
 
-#: Family name -> family module (each has ``FAMILY``, ``REGISTRY`` and ``check``).
-FAMILIES: dict[str, ModuleType] = {module.FAMILY: module for module in (ifeval, ifbench, muldimif)}
+#: Family name -> family module (each has ``FAMILY``, ``REGISTRY``, ``VERIFIER`` and ``VERIFIER``'s ``build_checker``,
+#: ``check`` and ``check_loose``).
+FAMILIES: dict[str, ModuleType] = {module.VERIFIER.name: module for module in (ifeval, ifbench, muldimif)}
 
 
 def is_known(family: str, instruction_id: str) -> bool:
@@ -57,8 +62,9 @@ def verify_constraint(
     prompt: str | None = None,
     *,
     reading: str = "official",
+    loose: bool = False,
 ) -> Verdict:
-    """Check one hard constraint against one response.
+    """Check one hard constraint against one response: `VerifierFamily.check` (or ``check_loose``), recorded.
 
     Args:
         family: verifier family name, a key of `FAMILIES`.
@@ -69,23 +75,20 @@ def verify_constraint(
         reading: ``"official"`` (default): the official code's semantics, as `hir-trl eval` scores. For the
             ``ifbench`` family, ``"description"`` selects our documented reading of the 58 IFBench ids instead
             (`hir_trl.verifiers.ifbench.READINGS`); the other families have only the official reading.
+        loose: False (default) for the family's strict verdict, True for its loose one (IFEval's and IFBench's 8
+            loose variants; MulDimIF has no loose mode, so its loose verdict is the strict one).
 
     Returns:
         A `Verdict`. Never raises: an unknown family, id or reading, bad kwargs or a checker exception give
         ``Verdict(passed=False, error="TypeName: message")``.
     """
     try:
-        module = FAMILIES[family]
+        verifier: VerifierFamily = FAMILIES[family].VERIFIER
     except KeyError:
         return Verdict(False, error=f"KeyError: unknown verifier family {family!r}; known: {sorted(FAMILIES)}")
+    check = verifier.check_loose if loose else verifier.check
     try:
-        if module is ifbench:
-            passed = ifbench.check(instruction_id, dict(kwargs or {}), response, prompt, reading=reading)
-        elif reading != "official":
-            raise ValueError(f"the {family} family has only the 'official' reading, got {reading!r}")
-        else:
-            passed = module.check(instruction_id, dict(kwargs or {}), response, prompt)
-        return Verdict(bool(passed))
+        return Verdict(bool(check(instruction_id, kwargs, response, prompt, reading)))
     except Exception as exc:  # noqa: BLE001 - every failure becomes a recorded verdict
         return Verdict(False, error=f"{type(exc).__name__}: {exc}")
 
@@ -94,6 +97,7 @@ __all__ = [
     "FAMILIES",
     "Checker",
     "Verdict",
+    "VerifierFamily",
     "count_sentences",
     "count_words",
     "install_punkt",

@@ -1,15 +1,15 @@
-"""The verifier interface shared by every rule family (IFEval, IFBench, MulDimIF).
+"""The checker interface shared by every rule family (IFEval, IFBench, MulDimIF), and kwargs validation.
 
 Modelled on the IFEval instruction registry (google-research/instruction_following_eval): one class
 per constraint type, with a description builder and a checker, and a registry dict from instruction id
-to class. Each family module (`ifeval.py`, `muldimif.py`, ...) defines
+to class. Each family module (`ifeval.py`, `ifbench.py`, `muldimif.py`) defines
 
 - ``FAMILY``: the family name used in constraint records (``"ifeval"``, ``"ifbench"``, ``"muldimif"``);
 - ``REGISTRY``: ``dict[str, type[Checker]]`` from instruction id to checker class;
-- ``check(instruction_id, kwargs, response, prompt=None) -> bool``: the family's official semantics
-  (for IFEval: ``None`` kwargs dropped, empty response fails, ``repeat_prompt`` gets the prompt).
-  It raises on unknown ids or bad kwargs; `hir_trl.verifiers.verify_constraint` turns any exception
-  into a recorded failed `Verdict`.
+- ``VERIFIER``: its `hir_trl.verifiers.evaluation_lib.VerifierFamily` record, and that record's
+  ``build_checker``, ``check`` (strict) and ``check_loose`` under the same names. They raise on unknown
+  ids or bad kwargs; `hir_trl.verifiers.verify_constraint` turns any exception into a recorded failed
+  `Verdict`.
 """
 
 from __future__ import annotations
@@ -49,6 +49,9 @@ class Checker(abc.ABC):
     instruction_id: ClassVar[str]
     #: True when the checker needs the prompt text (IFEval ``combination:repeat_prompt``).
     needs_prompt: ClassVar[bool] = False
+    #: The reading `VerifierFamily.build_checker` selected (``"official"`` unless asked otherwise); only checkers
+    #: with more than one reading (IFBench's) consult it.
+    reading: str = "official"
 
     def __init__(self, **kwargs: Any) -> None:
         self.kwargs = kwargs
@@ -85,6 +88,11 @@ class ArgsChecker(Checker):
 
 #: IFEval's comparison relations.
 RELATIONS = ("less than", "at least")
+
+
+def compare(count: int, relation: str, threshold: int) -> bool:
+    """IFEval's comparison: ``count < threshold`` for ``"less than"``, else (``"at least"``) ``count >= threshold``."""
+    return count < threshold if relation == "less than" else count >= threshold
 
 
 def required_arg(checker: Checker, kwargs: dict[str, Any], name: str) -> Any:

@@ -39,8 +39,8 @@ from .base import ArgsChecker, Checker
 from .base import count_arg as _count
 from .base import required_arg as _required
 from .base import text_arg as _text
-from .ifbench_official import OFFICIAL_CHECKS
-from .ifeval import loose_variants
+from .evaluation_lib import OFFICIAL, VerifierFamily, loose_variants
+from .ifbench_official import OFFICIAL_CHECKS, mcq_count_length
 from .nlp import (
     COORDINATING_CONJUNCTIONS,
     PRONOUNS,
@@ -96,17 +96,11 @@ _LETTER = regex.compile(r"\p{L}")
 # --------------------------------------------------------------------------------------------------
 
 
-
-
-
-
 def _percentage(checker: IFBenchChecker, kwargs: dict[str, Any], name: str) -> int | float:
     value = _required(checker, kwargs, name)
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value <= 100:
         raise ValueError(f"{checker.instruction_id}: argument {name!r} must be a number in [0, 100], got {value!r}")
     return int(value) if value == int(value) else float(value)
-
-
 
 
 def _sentence_words(sentence: str) -> list[str]:
@@ -126,9 +120,6 @@ class IFBenchChecker(ArgsChecker):
     reading of the published description (documented under "Interpretation" in each class). Rejects keyword
     arguments the instruction does not take.
     """
-
-    #: `READINGS` entry used by `check_following`; set per instance by `build_checker`.
-    reading: str = "official"
 
     def check_following(self, response: str, prompt: str | None = None) -> bool:
         """The verdict under ``self.reading``: the official check (default) or `check_description`.
@@ -1278,7 +1269,8 @@ class MultipleChoiceQuestions(_FixedDescription):
 
     As in IFBench: the response must begin with ``Question`` (no preamble); questions are split at
     ``Question <number>``; an option is a line starting with ``A``-``E`` followed by ``.`` or ``)``; each
-    question's text (before its first option) must be strictly longer than the previous one's.
+    question's text (before its first option) must be strictly longer than the previous one's. The official
+    check states exactly this, so both readings run it (`hir_trl.verifiers.ifbench_official.mcq_count_length`).
     """
 
     instruction_id = "custom:mcq_count_length"
@@ -1289,25 +1281,7 @@ class MultipleChoiceQuestions(_FixedDescription):
     )
 
     def check_description(self, response: str, prompt: str | None = None) -> bool:
-        if not response.startswith("Question"):
-            return False
-        parts = re.split(r"\n*(?:Question \d+[\.|\):;]?\s*)", response)
-        questions = [part.strip() for part in parts if part.strip()]
-        if len(questions) != 4:
-            return False
-        lengths = []
-        for question in questions:
-            text, options, in_options = "", 0, False
-            for line in question.split("\n"):
-                if re.match(r"^[A-Ea-e][\.|\)]\s*\w+", line.strip()):
-                    options += 1
-                    in_options = True
-                elif not in_options:
-                    text += " " + line.strip()
-            if options != 5:
-                return False
-            lengths.append(len(text.strip()))
-        return all(a < b for a, b in zip(lengths, lengths[1:]))
+        return mcq_count_length(self.kwargs, response)
 
 
 class ReverseNewline(_FixedDescription):
@@ -1613,79 +1587,20 @@ REGISTRY: dict[str, type[Checker]] = {**iftrain.REGISTRY, **OOD_REGISTRY}
 
 
 #: The readings of the IFBench ids: ``official`` (AllenAI's code; the default, and what `hir-trl eval` uses) and
-#: ``description`` (our reading of each instruction's description, documented under "Interpretation").
-READINGS = ("official", "description")
+#: ``description`` (our reading of each instruction's description, documented under "Interpretation"). The
+#: IF-RLVR training ids have one reading, whichever is asked for.
+READINGS = (OFFICIAL, "description")
 
-
-def build_checker(
-    instruction_id: str, kwargs: dict[str, Any] | None = None, prompt: str | None = None, reading: str = "official"
-) -> Checker:
-    """Construct the checker for one IFBench constraint; kwargs whose value is ``None`` are dropped first.
-
-    ``prompt`` is accepted for interface symmetry with `ifeval.build_checker` and is not used: the
-    ``repeat:*`` ids take their request from the ``prompt_to_repeat`` kwarg. ``reading`` (one of `READINGS`)
-    selects the semantics of the 58 IFBench ids; the IF-RLVR training ids have one reading.
-
-    Raises:
-        KeyError: ``instruction_id`` is not an IFBench id.
-        ValueError: a required kwarg is missing or invalid, or an unknown ``reading``.
-        TypeError: a kwarg the instruction does not take.
-    """
-    if reading not in READINGS:
-        raise ValueError(f"IFBench reading must be one of {READINGS}, got {reading!r}")
-    try:
-        cls = REGISTRY[instruction_id]
-    except KeyError:
-        raise KeyError(f"unknown IFBench instruction id {instruction_id!r}") from None
-    checker = cls(**{name: value for name, value in (kwargs or {}).items() if value is not None})
-    if isinstance(checker, IFBenchChecker):
-        checker.reading = reading
-    return checker
-
-
-def _passes(checker: Checker, response: str, prompt: str | None) -> bool:
-    return bool(response.strip()) and bool(checker.check_following(response, prompt))
-
-
-def check(
-    instruction_id: str,
-    kwargs: dict[str, Any] | None,
-    response: str,
-    prompt: str | None = None,
-    reading: str = "official",
-) -> bool:
-    """IFBench *strict* verdict for one constraint: True when ``response`` follows it.
-
-    As AllenAI's ``evaluation_lib.test_instruction_following_strict``: kwargs with value ``None`` are dropped, an
-    all-whitespace response fails, and otherwise the check decides (`IFBenchChecker.check_following`; ``reading``
-    ``"description"`` selects our documented reading instead of the official one).
-
-    Raises:
-        KeyError: unknown ``instruction_id``.
-        ValueError / TypeError: missing, invalid or unexpected kwargs (see `build_checker`).
-        Exception: whatever the official check raises on this response (the official evaluation raises too).
-    """
-    if not isinstance(response, str):
-        raise TypeError(f"response must be a string, got {type(response).__name__}")
-    return _passes(build_checker(instruction_id, kwargs, prompt, reading), response, prompt)
-
-
-def check_loose(
-    instruction_id: str,
-    kwargs: dict[str, Any] | None,
-    response: str,
-    prompt: str | None = None,
-    reading: str = "official",
-) -> bool:
-    """IFBench *loose* verdict: True when any non-empty `ifeval.loose_variants` of ``response`` passes.
-
-    The variants are tried in order and the first passing one decides, as in the official loop (so a variant on
-    which the official check raises is only reached when the earlier ones fail). Raises the same errors as `check`.
-    """
-    if not isinstance(response, str):
-        raise TypeError(f"response must be a string, got {type(response).__name__}")
-    checker = build_checker(instruction_id, kwargs, prompt, reading)
-    return any(_passes(checker, variant, prompt) for variant in loose_variants(response))
+#: IFBench as a verifier family, evaluated as AllenAI's ``evaluation_lib`` does (that is, as IFEval): ``None``
+#: kwargs dropped, an all-whitespace response fails, loose = any of the 8 `loose_variants` passes. ``prompt`` is
+#: not used: the ``repeat:*`` ids take their request from the ``prompt_to_repeat`` kwarg. ``reading`` (one of
+#: `READINGS`) selects the semantics of the 58 IFBench ids (`IFBenchChecker.check_following`).
+VERIFIER = VerifierFamily(
+    name=FAMILY, label="IFBench", registry=REGISTRY, loose_variants=loose_variants, readings=READINGS
+)
+build_checker = VERIFIER.build_checker
+check = VERIFIER.check
+check_loose = VERIFIER.check_loose
 
 
 __all__ = [
@@ -1695,6 +1610,7 @@ __all__ = [
     "PERSON_NAMES",
     "READINGS",
     "REGISTRY",
+    "VERIFIER",
     "IFBenchChecker",
     "build_checker",
     "check",

@@ -29,18 +29,19 @@ Keyword arguments that the official code uses as regular expressions (``keywords
 from __future__ import annotations
 
 import collections
-import functools
 import itertools
 import json
 import re
 from typing import Any
 
-from .base import RELATIONS, ArgsChecker, Checker
+from .base import RELATIONS, ArgsChecker, Checker, compare
 from .base import count_arg as _count
 from .base import relation_arg as _relation
 from .base import required_arg as _required
 from .base import text_arg as _text
-from .text import count_sentences, count_words, split_sentences
+from .evaluation_lib import VerifierFamily, loose_variants
+from .nlp import word_tokenize
+from .text import count_sentences, count_words
 
 FAMILY = "ifeval"
 
@@ -87,14 +88,6 @@ CONSTRAINED_RESPONSE_OPTIONS = ("My answer is yes.", "My answer is no.", "My ans
 # --------------------------------------------------------------------------------------------------
 
 
-
-
-
-
-
-
-
-
 def _words(checker: IFEvalChecker, kwargs: dict[str, Any], name: str) -> list[str]:
     value = _required(checker, kwargs, name)
     if (
@@ -109,21 +102,18 @@ def _words(checker: IFEvalChecker, kwargs: dict[str, Any], name: str) -> list[st
     return list(value)
 
 
-def _compare(count: int, relation: str, threshold: int) -> bool:
-    return count < threshold if relation == "less than" else count >= threshold
-
-
-@functools.lru_cache(maxsize=1)
-def _word_tokenizer():
-    from nltk.tokenize import NLTKWordTokenizer  # needs no NLTK data
-
-    return NLTKWordTokenizer()
-
-
-def _word_tokenize(text: str) -> list[str]:
-    """``nltk.word_tokenize``: split into sentences, then apply NLTK's Treebank word tokenizer."""
-    tokenizer = _word_tokenizer()
-    return [token for sentence in split_sentences(text) for token in tokenizer.tokenize(sentence)]
+def paragraph_count(response: str, separator: str) -> int | None:
+    """IFEval's paragraph count: split on the regex ``separator``; empty first/last parts are ignored, an empty
+    middle part makes the layout invalid (``None``)."""
+    parts = re.split(separator, response)
+    count = len(parts)
+    for index, part in enumerate(parts):
+        if not part.strip():
+            if index in (0, len(parts) - 1):
+                count -= 1
+            else:
+                return None
+    return count
 
 
 def _detect_language(text: str) -> str | None:
@@ -188,7 +178,7 @@ class KeywordFrequency(IFEvalChecker):
 
     def check_following(self, response: str, prompt: str | None = None) -> bool:
         occurrences = len(re.findall(self.keyword, response, flags=re.IGNORECASE))
-        return _compare(occurrences, self.relation, self.frequency)
+        return compare(occurrences, self.relation, self.frequency)
 
 
 class ForbiddenWords(IFEvalChecker):
@@ -234,7 +224,7 @@ class LetterFrequency(IFEvalChecker):
         return f"In your response, the letter {self.letter} should appear {self.relation} {self.frequency} times."
 
     def check_following(self, response: str, prompt: str | None = None) -> bool:
-        return _compare(collections.Counter(response.lower())[self.letter], self.relation, self.frequency)
+        return compare(collections.Counter(response.lower())[self.letter], self.relation, self.frequency)
 
 
 class ResponseLanguage(IFEvalChecker):
@@ -286,7 +276,7 @@ class NumberOfSentences(IFEvalChecker):
         return f"Your response should contain {self.relation} {self.num_sentences} sentences."
 
     def check_following(self, response: str, prompt: str | None = None) -> bool:
-        return _compare(count_sentences(response), self.relation, self.num_sentences)
+        return compare(count_sentences(response), self.relation, self.num_sentences)
 
 
 class NumberOfParagraphs(IFEvalChecker):
@@ -310,15 +300,7 @@ class NumberOfParagraphs(IFEvalChecker):
         )
 
     def check_following(self, response: str, prompt: str | None = None) -> bool:
-        paragraphs = re.split(r"\s?\*\*\*\s?", response)
-        count = len(paragraphs)
-        for index, paragraph in enumerate(paragraphs):
-            if not paragraph.strip():
-                if index in (0, len(paragraphs) - 1):
-                    count -= 1
-                else:
-                    return False
-        return count == self.num_paragraphs
+        return paragraph_count(response, r"\s?\*\*\*\s?") == self.num_paragraphs
 
 
 class NumberOfWords(IFEvalChecker):
@@ -339,7 +321,7 @@ class NumberOfWords(IFEvalChecker):
         return f"Answer with {self.relation} {self.num_words} words."
 
     def check_following(self, response: str, prompt: str | None = None) -> bool:
-        return _compare(count_words(response), self.relation, self.num_words)
+        return compare(count_words(response), self.relation, self.num_words)
 
 
 class NthParagraphFirstWord(IFEvalChecker):
@@ -686,8 +668,8 @@ class CapitalWordFrequency(IFEvalChecker):
         )
 
     def check_following(self, response: str, prompt: str | None = None) -> bool:
-        capital_words = sum(1 for word in _word_tokenize(response) if word.isupper())
-        return _compare(capital_words, self.relation, self.frequency)
+        capital_words = sum(1 for word in word_tokenize(response) if word.isupper())
+        return compare(capital_words, self.relation, self.frequency)
 
 
 class EnglishCapital(IFEvalChecker):
@@ -794,80 +776,13 @@ REGISTRY: dict[str, type[Checker]] = {
 # --------------------------------------------------------------------------------------------------
 
 
-def build_checker(instruction_id: str, kwargs: dict[str, Any] | None = None, prompt: str | None = None) -> Checker:
-    """Construct the checker for one IFEval constraint, as the official evaluation does.
-
-    Kwargs whose value is ``None`` are dropped first. For ``combination:repeat_prompt`` without a
-    ``prompt_to_repeat`` kwarg, ``prompt`` is used.
-
-    Raises:
-        KeyError: ``instruction_id`` is not an IFEval id.
-        ValueError: a required kwarg is missing or invalid (for ``repeat_prompt``: neither
-            ``prompt_to_repeat`` nor ``prompt`` given).
-        TypeError: a kwarg the instruction does not take.
-    """
-    try:
-        cls = REGISTRY[instruction_id]
-    except KeyError:
-        raise KeyError(f"unknown IFEval instruction id {instruction_id!r}") from None
-    kwargs = {name: value for name, value in (kwargs or {}).items() if value is not None}
-    if cls.needs_prompt and "prompt_to_repeat" not in kwargs:
-        if prompt is None:
-            raise ValueError(f"{instruction_id}: needs argument 'prompt_to_repeat' or a prompt")
-        kwargs["prompt_to_repeat"] = prompt
-    return cls(**kwargs)
-
-
-def _passes(checker: Checker, response: str, prompt: str | None) -> bool:
-    return bool(response.strip()) and bool(checker.check_following(response, prompt))
-
-
-def check(instruction_id: str, kwargs: dict[str, Any] | None, response: str, prompt: str | None = None) -> bool:
-    """Official IFEval *strict* verdict for one constraint: True when ``response`` follows it.
-
-    An empty (all-whitespace) response fails. Kwargs with value ``None`` are dropped;
-    ``combination:repeat_prompt`` falls back to ``prompt`` when ``prompt_to_repeat`` is absent.
-
-    Raises:
-        KeyError: unknown ``instruction_id``.
-        ValueError / TypeError: missing, invalid or unexpected kwargs (see `build_checker`).
-    """
-    if not isinstance(response, str):
-        raise TypeError(f"response must be a string, got {type(response).__name__}")
-    return _passes(build_checker(instruction_id, kwargs, prompt), response, prompt)
-
-
-def loose_variants(response: str) -> list[str]:
-    """The 8 official loose-mode variants of ``response``.
-
-    In order: as is, all ``*`` removed, first line removed, last line removed, first and last lines
-    removed, and the last three with all ``*`` removed. Line-removed variants are stripped.
-    """
-    lines = response.split("\n")
-    remove_first = "\n".join(lines[1:]).strip()
-    remove_last = "\n".join(lines[:-1]).strip()
-    remove_both = "\n".join(lines[1:-1]).strip()
-    return [
-        response,
-        response.replace("*", ""),
-        remove_first,
-        remove_last,
-        remove_both,
-        remove_first.replace("*", ""),
-        remove_last.replace("*", ""),
-        remove_both.replace("*", ""),
-    ]
-
-
-def check_loose(instruction_id: str, kwargs: dict[str, Any] | None, response: str, prompt: str | None = None) -> bool:
-    """Official IFEval *loose* verdict: True when any non-empty `loose_variants` of ``response`` passes.
-
-    Raises the same errors as `check`.
-    """
-    if not isinstance(response, str):
-        raise TypeError(f"response must be a string, got {type(response).__name__}")
-    checker = build_checker(instruction_id, kwargs, prompt)
-    return any(_passes(checker, variant, prompt) for variant in loose_variants(response))
+#: IFEval as a verifier family: the official strict and loose evaluation (`hir_trl.verifiers.evaluation_lib`):
+#: ``None`` kwargs dropped, ``combination:repeat_prompt`` falls back to the prompt, an all-whitespace response
+#: fails, loose = any of the 8 `loose_variants` passes.
+VERIFIER = VerifierFamily(name=FAMILY, label="IFEval", registry=REGISTRY, loose_variants=loose_variants)
+build_checker = VERIFIER.build_checker
+check = VERIFIER.check
+check_loose = VERIFIER.check_loose
 
 
 __all__ = [
@@ -876,6 +791,7 @@ __all__ = [
     "LANGUAGE_CODES",
     "REGISTRY",
     "RELATIONS",
+    "VERIFIER",
     "IFEvalChecker",
     "build_checker",
     "check",

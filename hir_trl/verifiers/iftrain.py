@@ -39,16 +39,16 @@ class docstring under "Interpretation".
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Any
 
-from .base import Checker
+from .base import Checker, compare
 from .base import count_arg as _count
 from .base import relation_arg as _relation
 from .base import required_arg as _required
 from .base import text_arg as _text
-from .ifeval import IFEvalChecker, LetterFrequency
+from .ifeval import IFEvalChecker, KeywordFrequency, LetterFrequency, paragraph_count
+from .nlp import treebank_tokens
 
 # --------------------------------------------------------------------------------------------------
 # Text helpers
@@ -103,18 +103,6 @@ def split_into_sentences(text: str) -> list[str]:
     return sentences
 
 
-@functools.lru_cache(maxsize=1)
-def _treebank():
-    from nltk.tokenize import NLTKWordTokenizer  # needs no NLTK data
-
-    return NLTKWordTokenizer()
-
-
-def _treebank_tokens(text: str) -> list[str]:
-    """NLTK's Treebank word tokens (what ``nltk.word_tokenize`` applies to each sentence)."""
-    return _treebank().tokenize(text)
-
-
 def _bare(token: str) -> str:
     """A token lower-cased with every character that is neither a word character nor a space removed.
 
@@ -128,31 +116,9 @@ def _words(text: str) -> list[str]:
     return [token for token in text.split() if re.search(r"\w", token)]
 
 
-def _paragraph_count(response: str, separator: str) -> int | None:
-    """IFEval's paragraph count: split on ``separator``; empty first/last parts are ignored, an empty middle
-    part makes the layout invalid (``None``)."""
-    parts = re.split(separator, response)
-    count = len(parts)
-    for index, part in enumerate(parts):
-        if not part.strip():
-            if index in (0, len(parts) - 1):
-                count -= 1
-            else:
-                return None
-    return count
-
-
 # --------------------------------------------------------------------------------------------------
 # Argument validation
 # --------------------------------------------------------------------------------------------------
-
-
-
-
-
-
-
-
 
 
 def _word(checker: Checker, kwargs: dict[str, Any], name: str) -> str:
@@ -166,10 +132,6 @@ def _word(checker: Checker, kwargs: dict[str, Any], name: str) -> str:
             f"one), got {value!r}"
         )
     return value.strip()
-
-
-def _compare(count: int, relation: str, threshold: int) -> bool:
-    return count < threshold if relation == "less than" else count >= threshold
 
 
 # --------------------------------------------------------------------------------------------------
@@ -484,11 +446,12 @@ class WordOnce(IFEvalChecker):
         return len(re.findall(self.keyword, response, flags=re.IGNORECASE)) == 1
 
 
-class WordCountDifferentNumbers(IFEvalChecker):
+class WordCountDifferentNumbers(KeywordFrequency):
     """``keywords:word_count_different_numbers``: the keyword occurs ``less than`` / ``at least`` N times.
 
     Kwargs: ``keyword`` (string), ``frequency`` (int >= 0), ``relation``. Occurrences are case-insensitive
-    regex matches, substrings included (official).
+    regex matches, substrings included (official). Kwargs, description and check are those of IFEval's
+    ``keywords:frequency`` (`hir_trl.verifiers.ifeval.KeywordFrequency`).
 
     Interpretation: the release description, "In your response, the word {keyword} should appear
     {frequency} times.", leaves out the relation the check uses. We use open-instruct's revised description,
@@ -496,20 +459,6 @@ class WordCountDifferentNumbers(IFEvalChecker):
     """
 
     instruction_id = "keywords:word_count_different_numbers"
-    arg_names = ("keyword", "frequency", "relation")
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.keyword = _text(self, kwargs, "keyword")
-        self.frequency = _count(self, kwargs, "frequency")
-        self.relation = _relation(self, kwargs, "relation")
-
-    def build_description(self) -> str:
-        return f"In your response, the word {self.keyword} should appear {self.relation} {self.frequency} times."
-
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
-        occurrences = len(re.findall(self.keyword, response, flags=re.IGNORECASE))
-        return _compare(occurrences, self.relation, self.frequency)
 
 
 class ExcludeWordHarder(IFEvalChecker):
@@ -592,7 +541,7 @@ class KeywordSpecificPosition(IFEvalChecker):
         sentences = split_into_sentences(response)
         if len(sentences) < self.n:
             return False
-        tokens = _treebank_tokens(sentences[self.n - 1])
+        tokens = treebank_tokens(sentences[self.n - 1])
         return len(tokens) >= self.m and tokens[self.m - 1].lower() == self.keyword.lower()
 
 
@@ -613,7 +562,7 @@ class StartEnd(IFEvalChecker):
         )
 
     def check_following(self, response: str, prompt: str | None = None) -> bool:
-        tokens = _treebank_tokens(response.strip())
+        tokens = treebank_tokens(response.strip())
         return len(tokens) >= 2 and tokens[0].lower() == tokens[-1].lower()
 
 
@@ -635,7 +584,7 @@ class Paragraphs(IFEvalChecker):
         return "There should be 2 paragraphs. Paragraphs are separated with the markdown divider: ***"
 
     def check_following(self, response: str, prompt: str | None = None) -> bool:
-        return _paragraph_count(response, r"\s?\*\*\*\s?") == 2
+        return paragraph_count(response, r"\s?\*\*\*\s?") == 2
 
 
 class Paragraphs2(IFEvalChecker):
@@ -657,7 +606,7 @@ class Paragraphs2(IFEvalChecker):
         )
 
     def check_following(self, response: str, prompt: str | None = None) -> bool:
-        return _paragraph_count(response, r"\n\n") == 2
+        return paragraph_count(response, r"\n\n") == 2
 
 
 # --------------------------------------------------------------------------------------------------
@@ -927,7 +876,7 @@ class LetterCounting(IFEvalChecker):
         return f"Answer with {self.relation} {self.n} letters."
 
     def check_following(self, response: str, prompt: str | None = None) -> bool:
-        return _compare(len(re.findall(r"[a-zA-Z]", response)), self.relation, self.n)
+        return compare(len(re.findall(r"[a-zA-Z]", response)), self.relation, self.n)
 
 
 class LetterCounting2(LetterFrequency):

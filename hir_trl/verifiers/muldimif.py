@@ -34,7 +34,8 @@ Conventions shared by every class (documented once here, referred to by the clas
 * **Markdown** structure is read from ATX headings (``#``..``######``; setext headings are not read),
   GFM pipe tables (a header row followed by a ``---`` separator row), list items (``-``, ``*``, ``+``,
   ``•``, ``1.``, ``1)``) and ``>`` block quotes; fenced code blocks are ignored for all of them.
-* An empty response (``strip() == ""``) fails every constraint (`check`).
+* An empty response (``strip() == ""``) fails every constraint (`check`). MulDimIF has no loose mode:
+  `check_loose` is `check` (see `VERIFIER`).
 """
 
 from __future__ import annotations
@@ -42,11 +43,12 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from .base import Checker
+from .evaluation_lib import VerifierFamily, strict_only
 from .text import count_sentences, count_words, split_sentences
 
 FAMILY = "muldimif"
@@ -1453,80 +1455,170 @@ class BlurbChecker(MulDimIFChecker):
 # ---------------------------------------------------------------------------------------------------
 
 
-def _alias(base: type[MulDimIFChecker], instruction_id: str) -> type[MulDimIFChecker]:
-    """A subclass of ``base`` that only renames ``instruction_id`` (same semantics, its own id in errors)."""
-    name = base.__name__ + "_" + re.sub(r"\W+", "_", instruction_id)
-    return type(name, (base,), {"instruction_id": instruction_id, "__doc__": base.__doc__, "__module__": __name__})
+# MulDimIF files one constraint kind under several ids (the data's ``category_subcategory`` pairs). Each extra id is
+# a subclass that only sets ``instruction_id``: same parsing and check, and its own id in error messages.
 
 
-_CLASS_IDS: dict[type[MulDimIFChecker], tuple[str, ...]] = {
-    KeywordsChecker: ("Content_Keywords", "Content_Keywords: Must include"),
-    EnglishCaseChecker: ("Language_English", "Language_English: Capitalized", "Language_English: All Uppercase"),
-    WordCountChecker: ("Length_Words", "Length_Words: At most", "Length_Words: At least", "Length_Words: Range"),
-    SentenceCountChecker: ("Length_Sentences", "Length_Sentences: At least", "Length_Sentences: At most"),
-    ParagraphCountChecker: ("Length_Paragraphs", "Length_Paragraphs: At most"),
-    EndingPunctuationChecker: (
-        "Content_Punctuation",
-        "Content_Punctuation: Ending punctuation",
-        "Punctuation_Ending punctuation",
-    ),
-    TableChecker: (
-        "Format_Table",
-        "Table_Row limit",
-        "Table_Column limit",
-        "Format_Table: Row limit",
-        "Format_Table: Column limit",
-        "Table_Table",
-    ),
-    MarkdownChecker: (
-        "Format_Markdown",
-        "Markdown_Heading levels",
-        "Format_Markdown: Heading levels",
-        "Markdown_Block quotes",
-    ),
-    JsonChecker: ("Format_Json", "Json_Object nesting levels"),
-    XmlAttributesChecker: ("XML_Number of attributes", "Format_XML"),
-    ChineseChecker: ("Language_Chinese", "Language_Chinese: Traditional"),
-    IdentifierChecker: ("Content_Identifiers",),
-    PlainTextChecker: ("Format_Text",),
-    BlurbChecker: ("Format_Blurb",),
-}
-
-#: Instruction id (``"<category>_<subcategory>"``) -> checker class.
-REGISTRY: dict[str, type[Checker]] = {}
-for _cls, _ids in _CLASS_IDS.items():
-    for _id in _ids:
-        REGISTRY[_id] = _cls if _id == _cls.instruction_id else _alias(_cls, _id)
+class KeywordsMustInclude(KeywordsChecker):
+    instruction_id = "Content_Keywords: Must include"
 
 
-@functools.lru_cache(maxsize=8192)
-def _checker(instruction_id: str, requirement: str) -> Checker:
-    return REGISTRY[instruction_id](requirement=requirement)
+class EnglishCapitalized(EnglishCaseChecker):
+    instruction_id = "Language_English: Capitalized"
 
 
-def check(instruction_id: str, kwargs: dict[str, Any] | None, response: str, prompt: str | None = None) -> bool:
-    """Check one MulDimIF constraint (id ``"<category>_<subcategory>"``, kwargs ``{"requirement": text}``).
+class EnglishAllUppercase(EnglishCaseChecker):
+    instruction_id = "Language_English: All Uppercase"
 
-    Raises KeyError for an unknown id, ValueError for missing/unexpected kwargs or an unparseable
-    requirement. An empty response fails. Parsed checkers are cached per (id, requirement).
-    """
-    if instruction_id not in REGISTRY:
-        raise KeyError(f"unknown MulDimIF instruction id {instruction_id!r}")
+
+class WordCountAtMost(WordCountChecker):
+    instruction_id = "Length_Words: At most"
+
+
+class WordCountAtLeast(WordCountChecker):
+    instruction_id = "Length_Words: At least"
+
+
+class WordCountRange(WordCountChecker):
+    instruction_id = "Length_Words: Range"
+
+
+class SentenceCountAtLeast(SentenceCountChecker):
+    instruction_id = "Length_Sentences: At least"
+
+
+class SentenceCountAtMost(SentenceCountChecker):
+    instruction_id = "Length_Sentences: At most"
+
+
+class ParagraphCountAtMost(ParagraphCountChecker):
+    instruction_id = "Length_Paragraphs: At most"
+
+
+class ContentEndingPunctuation(EndingPunctuationChecker):
+    instruction_id = "Content_Punctuation: Ending punctuation"
+
+
+class PunctuationEndingPunctuation(EndingPunctuationChecker):
+    instruction_id = "Punctuation_Ending punctuation"
+
+
+class TableRowLimit(TableChecker):
+    instruction_id = "Table_Row limit"
+
+
+class TableColumnLimit(TableChecker):
+    instruction_id = "Table_Column limit"
+
+
+class FormatTableRowLimit(TableChecker):
+    instruction_id = "Format_Table: Row limit"
+
+
+class FormatTableColumnLimit(TableChecker):
+    instruction_id = "Format_Table: Column limit"
+
+
+class TableTable(TableChecker):
+    instruction_id = "Table_Table"
+
+
+class MarkdownHeadingLevels(MarkdownChecker):
+    instruction_id = "Markdown_Heading levels"
+
+
+class FormatMarkdownHeadingLevels(MarkdownChecker):
+    instruction_id = "Format_Markdown: Heading levels"
+
+
+class MarkdownBlockQuotes(MarkdownChecker):
+    instruction_id = "Markdown_Block quotes"
+
+
+class JsonNestingLevels(JsonChecker):
+    instruction_id = "Json_Object nesting levels"
+
+
+class FormatXml(XmlAttributesChecker):
+    instruction_id = "Format_XML"
+
+
+class ChineseTraditional(ChineseChecker):
+    instruction_id = "Language_Chinese: Traditional"
+
+
+#: Instruction id (``"<category>_<subcategory>"``) -> checker class: the 36 pairs of the MulDimIF data.
+REGISTRY: dict[str, type[Checker]] = {
+    cls.instruction_id: cls
+    for cls in (
+        KeywordsChecker, KeywordsMustInclude,
+        EnglishCaseChecker, EnglishCapitalized, EnglishAllUppercase,
+        WordCountChecker, WordCountAtMost, WordCountAtLeast, WordCountRange,
+        SentenceCountChecker, SentenceCountAtLeast, SentenceCountAtMost,
+        ParagraphCountChecker, ParagraphCountAtMost,
+        EndingPunctuationChecker, ContentEndingPunctuation, PunctuationEndingPunctuation,
+        TableChecker, TableRowLimit, TableColumnLimit, FormatTableRowLimit, FormatTableColumnLimit, TableTable,
+        MarkdownChecker, MarkdownHeadingLevels, FormatMarkdownHeadingLevels, MarkdownBlockQuotes,
+        JsonChecker, JsonNestingLevels,
+        XmlAttributesChecker, FormatXml,
+        ChineseChecker, ChineseTraditional,
+        IdentifierChecker,
+        PlainTextChecker,
+        BlurbChecker,
+    )
+}  # fmt: skip
+
+
+def _requirement_kwargs(instruction_id: str, kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """MulDimIF's kwargs: exactly ``{"requirement": <str>}``. Raises ValueError naming the id otherwise."""
     kwargs = dict(kwargs or {})
     if "requirement" not in kwargs:
         raise ValueError(f"{instruction_id}: missing kwarg 'requirement'")
     unexpected = sorted(set(kwargs) - {"requirement"})
     if unexpected:
         raise ValueError(f"{instruction_id}: unexpected kwargs {unexpected}")
-    requirement = kwargs["requirement"]
-    if not isinstance(requirement, str):
-        raise ValueError(f"{instruction_id}: requirement must be a string, got {type(requirement).__name__}")
-    checker = _checker(instruction_id, requirement)
-    if not response.strip():
-        return False
-    return checker.check_following(response, prompt)
+    if not isinstance(kwargs["requirement"], str):
+        raise ValueError(f"{instruction_id}: requirement must be a string, got {type(kwargs['requirement']).__name__}")
+    return kwargs
 
 
-__all__ = ["BLURB_MAX_WORDS", "FAMILY", "REGISTRY", "Bound", "MulDimIFChecker", "check"] + [
-    cls.__name__ for cls in _CLASS_IDS
+@functools.lru_cache(maxsize=8192)
+def _parsed(cls: type[Checker], requirement: str) -> Checker:
+    return cls(requirement=requirement)
+
+
+def _parsed_checker(cls: type[Checker], kwargs: dict[str, Any]) -> Checker:
+    """The checker for ``cls`` and this requirement, parsed once per (id, requirement) and then cached."""
+    return _parsed(cls, kwargs["requirement"])
+
+
+#: MulDimIF as a verifier family. Kwargs are exactly ``{"requirement": text}`` (`_requirement_kwargs`), a parsed
+#: checker is cached per (id, requirement), and an all-whitespace response fails. ``check_loose`` equals ``check``
+#: (`strict_only`): the MulDimIF evaluation (Ye et al., 2025) gives one verdict per constraint and has no loose
+#: mode, and IFEval's loose variants (markup or first/last line removed) would change what a markup constraint
+#: (headings, tables, JSON) asks for; so a MulDimIF run's loose figures are its strict ones.
+VERIFIER = VerifierFamily(
+    name=FAMILY,
+    label="MulDimIF",
+    registry=REGISTRY,
+    loose_variants=strict_only,
+    prepare_kwargs=_requirement_kwargs,
+    construct=_parsed_checker,
+)
+build_checker = VERIFIER.build_checker
+check = VERIFIER.check
+check_loose = VERIFIER.check_loose
+
+
+__all__ = [
+    "BLURB_MAX_WORDS",
+    "FAMILY",
+    "REGISTRY",
+    "VERIFIER",
+    "Bound",
+    "MulDimIFChecker",
+    "build_checker",
+    "check",
+    "check_loose",
+    *(cls.__name__ for cls in REGISTRY.values()),
 ]

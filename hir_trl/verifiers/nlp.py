@@ -110,15 +110,21 @@ def strip_word(word: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _treebank_tokenizer():
+    """NLTK's Treebank word tokenizer, built once (the one cached tokenizer every family uses)."""
     from nltk.tokenize import NLTKWordTokenizer  # needs no NLTK data
 
     return NLTKWordTokenizer()
 
 
+def treebank_tokens(text: str) -> list[str]:
+    """NLTK's Treebank word tokens of ``text``, without a sentence split (what ``nltk.word_tokenize`` applies to
+    each sentence)."""
+    return _treebank_tokenizer().tokenize(text)
+
+
 def word_tokenize(text: str) -> list[str]:
     """``nltk.word_tokenize``: Treebank word tokens of each `split_sentences` sentence (Punkt unless the fallback is selected)."""
-    tokenizer = _treebank_tokenizer()
-    return [token for sentence in split_sentences(text) for token in tokenizer.tokenize(sentence)]
+    return [token for sentence in split_sentences(text) for token in treebank_tokens(sentence)]
 
 
 def alnum_tokens(text: str) -> list[str]:
@@ -256,7 +262,7 @@ def starts_with_verb(text: str) -> bool:
     sentences = split_sentences(text)
     if not sentences:
         return False
-    tokens = _treebank_tokenizer().tokenize(sentences[0])
+    tokens = treebank_tokens(sentences[0])
     tokens = list(dropwhile_no_alnum(tokens))[:30]
     tags = pos_tags(tokens)
     return bool(tags) and tags[0][1].startswith("VB")
