@@ -14,6 +14,7 @@ from typing import Any
 from trl import GRPOConfig, ScriptArguments
 
 from .advantages import ESTIMATORS, REPLAY_ADVANTAGES
+from .judge.config import judge_settings_problem
 from .replay import SCOPES, SELECTIONS
 
 
@@ -313,8 +314,6 @@ class HiRConfig(GRPOConfig):
                 that is not an environment variable name, or anything shaped like a credential in a judge field
                 (`hir_trl.judge.looks_like_credential`; the message never shows it).
         """
-        from .judge import judge_settings_problem
-
         problem = judge_settings_problem(
             model=self.judge_model, api_key_env=self.judge_api_key_env, max_concurrency=self.judge_max_concurrency,
             timeout=self.judge_timeout, max_retries=self.judge_max_retries, temperature=self.judge_temperature,

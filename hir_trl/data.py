@@ -41,12 +41,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from . import verifiers
+from .jsonfiles import JSONFileError, read_json, read_jsonl
 from .templates import TEMPLATES, join_instruction
 
 logger = logging.getLogger(__name__)
@@ -292,84 +292,17 @@ def normalize_row(row: Mapping[str, Any], index: int, on_unverifiable: str = "so
 
 # ---------------------------------------------------------------------------------------------- reading files
 
-_JSON_WHITESPACE = re.compile(r"[ \t\n\r]*")
-
 
 def _file_error(path: Path | str, message: str, line: int | None = None) -> DatasetFormatError:
     return DatasetFormatError(-1, "<file>", message, f"{path}, line {line}" if line else str(path))
 
 
-def _decode(path: Path) -> str:
-    """The file's text; a byte sequence that is not UTF-8 is an error naming its line and column."""
-    raw = path.read_bytes()
+def _json_rows(rows: Iterator[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
+    """``rows`` (from `hir_trl.jsonfiles`), with a file that does not read as JSON a `DatasetFormatError`."""
     try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        column = exc.start - raw.rfind(b"\n", 0, exc.start)
-        raise _file_error(path, f"byte 0x{raw[exc.start]:02x} at column {column} is not UTF-8 text; save the file "
-                          "as UTF-8", line) from None
-
-
-def _read_jsonl(path: Path) -> Iterator[tuple[str, Any]]:
-    text = _decode(path)
-    for line_no, line in enumerate(text.split("\n"), start=1):  # not splitlines(): U+2028 may sit inside a string
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            hint = ("; the file looks like one JSON document, not JSON Lines: rename it to .json"
-                    if line_no == 1 and line.strip() in ("[", "{") else "")
-            raise _file_error(path, f"does not parse as JSON ({exc.msg}, column {exc.colno}){hint}", line_no) from None
-        yield f"{path}, line {line_no}", record
-
-
-def _json_value(path: Path, text: str, pos: int) -> tuple[Any, int]:
-    try:
-        return json.JSONDecoder().raw_decode(text, pos)
-    except json.JSONDecodeError as exc:
-        raise _file_error(path, f"does not parse as JSON ({exc.msg}, column {exc.colno})", exc.lineno) from None
-
-
-def _read_json(path: Path) -> Iterator[tuple[str, Any]]:
-    """Rows of a ``.json`` file holding a list of objects (located by the line each starts on) or
-    ``{"data": [...]}`` (located by their position in ``data``, from 0)."""
-    text = _decode(path)
-    pos = _JSON_WHITESPACE.match(text, 0).end()
-    if pos == len(text):
-        raise _file_error(path, "is empty")
-    if text[pos] != "[":
-        data, end = _json_value(path, text, pos)
-        rest = _JSON_WHITESPACE.match(text, end).end()
-        if rest < len(text):
-            raise _file_error(path, "holds more than one JSON value; it looks like JSON Lines (one object per line): "
-                              "rename it to .jsonl", text.count("\n", 0, rest) + 1)
-        if isinstance(data, Mapping) and isinstance(data.get("data"), list):
-            for i, record in enumerate(data["data"]):
-                yield f"{path}, data[{i}]", record
-            return
-        raise _file_error(path, "must hold a list of rows (or {'data': [...]}); a file of one JSON object per line "
-                          "must be named .jsonl")
-    pos = _JSON_WHITESPACE.match(text, pos + 1).end()
-    line, counted = 1 + text.count("\n", 0, pos), pos
-    if text[pos:pos + 1] != "]":
-        while True:
-            line += text.count("\n", counted, pos)
-            counted = pos
-            record, pos = _json_value(path, text, pos)
-            yield f"{path}, line {line}", record
-            pos = _JSON_WHITESPACE.match(text, pos).end()
-            if text[pos:pos + 1] == ",":
-                pos = _JSON_WHITESPACE.match(text, pos + 1).end()
-                continue
-            if text[pos:pos + 1] == "]":
-                break
-            raise _file_error(path, "does not parse as JSON (expected ',' or ']' after a row)",
-                              text.count("\n", 0, pos) + 1)
-    rest = _JSON_WHITESPACE.match(text, pos + 1).end()
-    if rest < len(text):
-        raise _file_error(path, "has more text after the list of rows", text.count("\n", 0, rest) + 1)
+        yield from rows
+    except JSONFileError as exc:
+        raise DatasetFormatError(-1, "<file>", exc.detail, exc.location) from None
 
 
 def _read_parquet(path: Path) -> Iterator[tuple[str, Any]]:
@@ -386,9 +319,9 @@ def _read_parquet(path: Path) -> Iterator[tuple[str, Any]]:
 def _read_file(path: Path) -> Iterator[tuple[str, Any]]:
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
-        return _read_jsonl(path)
+        return _json_rows(read_jsonl(path))
     if suffix == ".json":
-        return _read_json(path)
+        return _json_rows(read_json(path))
     if suffix == ".parquet":
         return _read_parquet(path)
     why = " (a table cannot hold the nested constraints and chat messages)" if suffix in (".csv", ".tsv") else ""
@@ -550,6 +483,17 @@ def count_soft_constraints(dataset: Any) -> tuple[int, int] | None:
     column = [row["constraints"] for row in dataset] if isinstance(dataset, (list, tuple)) else dataset["constraints"]
     per_row = [sum(c.get("kind") == "soft" for c in row) for row in column]
     return sum(per_row), sum(n > 0 for n in per_row)
+
+
+def has_soft_constraints(dataset: Any) -> bool:
+    """True when some row of a normalized dataset (`load_hir_dataset`) has a ``soft`` constraint (one the judge
+    must see, `hir_trl.judge`).
+
+    Accepts what `count_soft_constraints` accepts; a streaming ``IterableDataset``, whose column cannot be read
+    without iterating it, is assumed to have some.
+    """
+    counts = count_soft_constraints(dataset)
+    return counts is None or counts[0] > 0
 
 
 def drop_soft_constraints(dataset: Any) -> Any:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .chat import completion_text, instruction_text
 from .judge import JudgeError
 from .verifiers import Verdict, verify_constraint
 
@@ -20,24 +21,29 @@ from .verifiers import Verdict, verify_constraint
 Judge = Callable[[Sequence[tuple[str, str, str]]], Sequence[Verdict]]
 
 
-def completion_text(completion: Any) -> str:
-    """The text of a completion: a string, or the contents of a list of assistant messages."""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, list):
-        return "".join(str(m.get("content") or "") for m in completion if isinstance(m, Mapping))
-    raise TypeError(f"unsupported completion type {type(completion).__name__}")
+def judge_batch(judge: Judge | None, triples: Sequence[tuple[str, str, str]]) -> list[Verdict]:
+    """One `Verdict` per (instruction, response, constraint) triple, in order, from a single call of ``judge``.
 
+    Used by training (`ConstraintReward`) and evaluation (`hir_trl.evaluation.score`). A judge that cannot give
+    the verdicts never crashes the batch: with no judge (None), when it raises, or when it returns a different
+    number of verdicts, every triple gets ``Verdict(False, error=..., source="judge")`` naming the cause.
 
-def instruction_text(prompt: Any) -> str:
-    """The instruction q: the final user turn of a conversational prompt, or the prompt string itself."""
-    if isinstance(prompt, str):
-        return prompt
-    for message in reversed(prompt):
-        if message.get("role") == "user":
-            content = message.get("content")
-            return content if isinstance(content, str) else completion_text([message])
-    raise ValueError("prompt has no user turn")
+    Raises:
+        hir_trl.judge.JudgeError: the judge's ``failure_policy`` is ``"raise"`` (the user asked to stop).
+    """
+    if judge is None:
+        return [Verdict(False, error="RuntimeError: soft constraint but no judge is configured", source="judge")
+                for _ in triples]
+    try:
+        verdicts = list(judge(triples))
+    except JudgeError:  # failure_policy="raise": the user asked to stop
+        raise
+    except Exception as exc:  # noqa: BLE001 - a judge failure is a recorded verdict
+        return [Verdict(False, error=f"{type(exc).__name__}: {exc}", source="judge") for _ in triples]
+    if len(verdicts) != len(triples):
+        return [Verdict(False, error=f"RuntimeError: judge returned {len(verdicts)} verdicts for "
+                        f"{len(triples)} constraints", source="judge") for _ in triples]
+    return verdicts
 
 
 @dataclass
@@ -136,24 +142,9 @@ class ConstraintReward:
             rows.append(row)
             self.num_checks += len(items)
         if soft:
-            for (r, j, _), verdict in zip(soft, self._judge([t for _, _, t in soft])):
+            for (r, j, _), verdict in zip(soft, judge_batch(self.judge, [t for _, _, t in soft])):
                 rows[r][j] = verdict
-        return VerdictMatrix([list(row) for row in rows])  # every soft cell was filled by _judge
-
-    def _judge(self, triples: list[tuple[str, str, str]]) -> list[Verdict]:
-        if self.judge is None:
-            return [Verdict(False, error="RuntimeError: soft constraint but no judge is configured", source="judge")
-                    for _ in triples]
-        try:
-            verdicts = list(self.judge(triples))
-        except JudgeError:  # failure_policy="raise": the user asked to stop
-            raise
-        except Exception as exc:  # noqa: BLE001 - a judge failure is a recorded verdict
-            return [Verdict(False, error=f"{type(exc).__name__}: {exc}", source="judge") for _ in triples]
-        if len(verdicts) != len(triples):
-            return [Verdict(False, error=f"RuntimeError: judge returned {len(verdicts)} verdicts for "
-                            f"{len(triples)} constraints", source="judge") for _ in triples]
-        return verdicts
+        return VerdictMatrix([list(row) for row in rows])  # every soft cell was filled by judge_batch
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], constraints=None,
                  **kwargs: Any) -> list[float]:

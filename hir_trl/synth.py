@@ -68,6 +68,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .chat import last_user_text
+from .jsonfiles import read_json, read_jsonl
 from .templates import join_instruction
 from .verifiers import FAMILIES, ifeval, iftrain
 from .verifiers import is_known as _is_known
@@ -729,14 +731,6 @@ def synthesize(prompts: Sequence[str], n: int, seed: int, families: Sequence[str
 # --------------------------------------------------------------------------------------------------
 
 
-def _last_user_turn(messages: Any) -> str | None:
-    if isinstance(messages, list):
-        for message in reversed(messages):
-            if isinstance(message, Mapping) and message.get("role") == "user":
-                return message.get("content")
-    return None
-
-
 def prompt_of(row: Mapping[str, Any]) -> str | None:
     """The task text of an input row, or None when it has none.
 
@@ -750,7 +744,7 @@ def prompt_of(row: Mapping[str, Any]) -> str | None:
         if isinstance(row.get(key), str):
             return row[key]
     for key in ("prompt", "messages"):
-        text = _last_user_turn(row.get(key))
+        text = last_user_text(row.get(key))
         if isinstance(text, str):
             return text
     return None
@@ -761,16 +755,8 @@ def _read_rows(source: str, split: str, name: str | None) -> Iterable[Mapping[st
     if path.suffix in (".json", ".jsonl", ".parquet") and not path.is_dir():
         if not path.exists():
             raise FileNotFoundError(f"dataset file {path} does not exist")
-        if path.suffix == ".jsonl":
-            with path.open(encoding="utf-8") as handle:
-                return [json.loads(line) for line in handle if line.strip()]
-        if path.suffix == ".json":
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if isinstance(data, Mapping) and isinstance(data.get("data"), list):
-                data = data["data"]
-            if not isinstance(data, list):
-                raise ValueError(f"{path} must hold a list of rows (or {{'data': [...]}})")
-            return data
+        if path.suffix in (".json", ".jsonl"):
+            return [row for _, row in (read_json(path) if path.suffix == ".json" else read_jsonl(path))]
         import datasets
 
         return datasets.Dataset.from_parquet(str(path))

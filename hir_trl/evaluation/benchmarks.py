@@ -38,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import verifiers
+from ..chat import instruction_text
+from ..jsonfiles import JSONFileError, read_records
 from ..verifiers import ifbench, ifeval
 
 #: The benchmark formats ``--format`` accepts (``"auto"`` detects one of them).
@@ -134,31 +136,12 @@ class Benchmark:
 
 
 def _read_records(path: Path) -> list[Any]:
-    """The raw rows of a ``.jsonl`` file, or of a ``.json`` file holding a list (or ``{"data": [...]}``)."""
-    text = path.read_text(encoding="utf-8")
-    stripped = text.lstrip()
-    if path.suffix == ".json" or stripped.startswith("["):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            if path.suffix == ".json":
-                raise BenchmarkFormatError(f"{path} does not parse as JSON: {exc}") from None
-        else:
-            if isinstance(data, Mapping) and isinstance(data.get("data"), list):
-                data = data["data"]
-            if isinstance(data, list):
-                return data
-            if path.suffix == ".json":
-                raise BenchmarkFormatError(f"{path} must hold a list of rows (or {{'data': [...]}})")
-    records = []
-    for line_no, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise BenchmarkFormatError(f"{path}: line {line_no} does not parse as JSON: {exc}") from None
-    return records
+    """The raw rows of a JSON Lines file, or of a JSON file holding a list (or ``{"data": [...]}``); see
+    `hir_trl.jsonfiles.read_records`."""
+    try:
+        return [record for _, record in read_records(path)]
+    except JSONFileError as exc:
+        raise BenchmarkFormatError(str(exc)) from None
 
 
 def detect_format(records: list[Any], path: str | os.PathLike = "<rows>") -> str:
@@ -235,16 +218,6 @@ def _ifeval_rows(records: list[Any], path: str, fmt: str) -> list[EvalRow]:
     return rows
 
 
-def _final_user_text(messages: list[dict[str, Any]]) -> str:
-    for message in reversed(messages):
-        if message.get("role") == "user":
-            content = message.get("content")
-            if isinstance(content, str):
-                return content
-            return "".join(str(part.get("text", "")) for part in content or [] if isinstance(part, Mapping))
-    raise ValueError("the conversation has no user turn")
-
-
 def muldimif_constraint(category: str, subcategory: str, requirement: str) -> EvalConstraint:
     """The `EvalConstraint` of a MulDimIF ``[category, subcategory, requirement]`` triplet."""
     instruction_id, kwargs = f"{category}_{subcategory}", {"requirement": requirement}
@@ -283,7 +256,7 @@ def _muldimif_rows(records: list[Any], path: str) -> list[EvalRow]:
         groups = {name: str(record[source]) for name, source in (("pattern", "constraint_pattern"),
                                                                   ("difficulty", "difficulty"))
                   if record.get(source) is not None}
-        rows.append(EvalRow(_key(record, index), _final_user_text(messages), messages, constraints, groups))
+        rows.append(EvalRow(_key(record, index), instruction_text(messages), messages, constraints, groups))
     return rows
 
 
@@ -316,7 +289,7 @@ def _hir_rows(path: str, split: str, name: str | None) -> list[EvalRow]:
                                                   _hir_category(family, instruction_id)))
         messages = [dict(m) for m in row["prompt"]]
         groups = {"template": str(row["template"])} if row.get("template") else {}
-        rows.append(EvalRow(str(row["row_id"]), _final_user_text(messages), messages, constraints, groups))
+        rows.append(EvalRow(str(row["row_id"]), instruction_text(messages), messages, constraints, groups))
     return rows
 
 

@@ -21,21 +21,19 @@ lm-eval 0.4.x):
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..chat import prompt_text
+from ..jsonfiles import JSONFileError, read_jsonl
+from ..rewards import Judge, judge_batch
 from ..verifiers import Verdict, sentence_backend, sentence_tokenizer_name, verify_constraint
 from .benchmarks import Benchmark, EvalConstraint
-
-#: A judge for soft constraints (see `hir_trl.rewards.Judge`): (instruction, response, constraint) triples in,
-#: one `Verdict` per triple out.
-Judge = Callable[[Sequence[tuple[str, str, str]]], Sequence[Verdict]]
 
 #: Version of the report JSON layout.
 REPORT_VERSION = 1
@@ -120,15 +118,12 @@ class ResponseSet:
         return cls({p: [r] if isinstance(r, str) else list(r) for p, r in responses.items()})
 
 
-def _prompt_text(value: Any) -> str | None:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        for message in reversed(value):
-            if isinstance(message, Mapping) and message.get("role") == "user" and isinstance(message.get("content"),
-                                                                                            str):
-                return message["content"]
-    return None
+def _jsonl_records(path: Path) -> Iterator[tuple[str, Any]]:
+    """``(location, record)`` of every line of a responses file (`hir_trl.jsonfiles.read_jsonl`)."""
+    try:
+        yield from read_jsonl(path)
+    except JSONFileError as exc:
+        raise ResponsesFormatError(str(exc)) from None
 
 
 def read_responses(paths: str | Path | Iterable[str | Path]) -> ResponseSet:
@@ -155,36 +150,28 @@ def read_responses(paths: str | Path | Iterable[str | Path]) -> ResponseSet:
         if not path.is_file():
             raise FileNotFoundError(f"responses file {path} does not exist")
         sources.append(str(path))
-        with path.open(encoding="utf-8") as handle:
-            for line_no, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                where = f"{path}: line {line_no}"
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ResponsesFormatError(f"{where} does not parse as JSON: {exc}") from None
-                if not isinstance(record, Mapping):
-                    raise ResponsesFormatError(f"{where}: expected a JSON object")
-                prompt = _prompt_text(record.get("prompt"))
-                if prompt is None:
-                    raise ResponsesFormatError(f"{where}: field 'prompt' must be the prompt text (or chat messages)")
-                response = record.get("response")
-                if not isinstance(response, str):
-                    raise ResponsesFormatError(f"{where}: field 'response' must be a string, got "
-                                               f"{type(response).__name__}")
-                sample = record.get("sample")
-                if sample is not None:
-                    if isinstance(sample, bool) or not isinstance(sample, int) or sample < 0:
-                        raise ResponsesFormatError(f"{where}: field 'sample' must be an integer >= 0")
-                    if (prompt, sample) in seen:
-                        if seen[prompt, sample] == response:
-                            continue  # the same line again (e.g. two benchmarks' files sharing a prompt)
-                        raise ResponsesFormatError(f"{where}: a different response for sample {sample} of the "
-                                                   f"prompt {_snippet(prompt)!r}")
-                    seen[prompt, sample] = response
-                entries.setdefault(prompt, []).append((math.inf if sample is None else sample, order, response))
-                order += 1
+        for where, record in _jsonl_records(path):
+            if not isinstance(record, Mapping):
+                raise ResponsesFormatError(f"{where}: expected a JSON object")
+            prompt = prompt_text(record.get("prompt"))
+            if prompt is None:
+                raise ResponsesFormatError(f"{where}: field 'prompt' must be the prompt text (or chat messages)")
+            response = record.get("response")
+            if not isinstance(response, str):
+                raise ResponsesFormatError(f"{where}: field 'response' must be a string, got "
+                                           f"{type(response).__name__}")
+            sample = record.get("sample")
+            if sample is not None:
+                if isinstance(sample, bool) or not isinstance(sample, int) or sample < 0:
+                    raise ResponsesFormatError(f"{where}: field 'sample' must be an integer >= 0")
+                if (prompt, sample) in seen:
+                    if seen[prompt, sample] == response:
+                        continue  # the same line again (e.g. two benchmarks' files sharing a prompt)
+                    raise ResponsesFormatError(f"{where}: a different response for sample {sample} of the "
+                                               f"prompt {_snippet(prompt)!r}")
+                seen[prompt, sample] = response
+            entries.setdefault(prompt, []).append((math.inf if sample is None else sample, order, response))
+            order += 1
     by_prompt = {p: [r for _, _, r in sorted(items)] for p, items in entries.items()}
     return ResponseSet(by_prompt, sources)
 
@@ -256,29 +243,6 @@ def _loose_verdict(constraint: EvalConstraint, response: str, prompt: str) -> Ve
                              reading="official", loose=True)
 
 
-def _judge_error_type() -> type[BaseException] | None:
-    try:
-        from ..judge import JudgeError
-    except ImportError:  # pragma: no cover - the judge module is optional here
-        return None
-    return JudgeError
-
-
-def _run_judge(judge: Judge, triples: list[tuple[str, str, str]]) -> list[Verdict]:
-    """Judge the triples once; a failing judge gives failed verdicts with the error (as `ConstraintReward`)."""
-    judge_error = _judge_error_type()
-    try:
-        verdicts = list(judge(triples))
-    except Exception as exc:  # noqa: BLE001
-        if judge_error is not None and isinstance(exc, judge_error):
-            raise  # failure_policy="raise": the user asked to stop
-        return [Verdict(False, error=f"{type(exc).__name__}: {exc}", source="judge") for _ in triples]
-    if len(verdicts) != len(triples):
-        return [Verdict(False, error=f"RuntimeError: judge returned {len(verdicts)} verdicts for {len(triples)} "
-                        "constraints", source="judge") for _ in triples]
-    return verdicts
-
-
 def _verdict_grid(benchmark: Benchmark, responses: ResponseSet, num_samples: int,
                   judge: Judge | None) -> list[list[list[Cell]]]:
     """``grid[row][sample][constraint]`` for every row, sample and constraint of ``benchmark``."""
@@ -310,7 +274,7 @@ def _verdict_grid(benchmark: Benchmark, responses: ResponseSet, num_samples: int
             samples.append(cells)
         grid.append(samples)
     if pending:
-        for (r, s, j, _), verdict in zip(pending, _run_judge(judge, [t for *_, t in pending])):
+        for (r, s, j, _), verdict in zip(pending, judge_batch(judge, [t for *_, t in pending])):
             grid[r][s][j] = Cell(verdict.passed, verdict.passed if loose else None, verdict.error, "judge")
     return grid  # type: ignore[return-value] - every pending cell is filled
 

@@ -1,0 +1,86 @@
+"""The LLM judge for soft constraints: the paper's YES/NO prompt through litellm, async, cached and bounded.
+
+A soft constraint (style, coherence, ...) has no rule checker; the paper judges it with an LLM that
+answers YES or NO to the prompt of its Appendix "Evaluation Prompt" (`JUDGE_PROMPT_TEMPLATE`), using
+DeepSeek-V3.1 in non-thinking mode. `LiteLLMJudge` is that judge as a `hir_trl.rewards.Judge`: it is
+called once per generation batch with every soft (instruction, response, constraint) triple and
+returns one `Verdict` per triple, in order, so each verdict lands in its own (row, constraint) cell.
+
+How a batch is judged (`LiteLLMJudge.__call__`):
+
+1. Each triple becomes the paper's prompt; its cache key is the SHA-256 of (model, prompt, temperature,
+   answer mode). Identical keys in the batch are asked once (``judge/deduplicated``), keys already in
+   the cache are not asked at all (``judge/cache_hits``).
+2. The remaining prompts are sent with ``litellm.acompletion`` on the process's judge event loop, which
+   runs in a daemon thread (`judge_event_loop`, the "equivalent" of TRL's reward loop; the synchronous
+   call from TRL's reward function waits for it): at most ``max_concurrency`` requests of a judge are
+   in flight, each attempt has a finite ``timeout``, and failed attempts (timeouts,
+   connection errors, 5xx, 429, malformed or empty answers) are retried ``max_retries`` times with
+   exponential backoff and jitter (tenacity). Authentication, bad-request and not-found errors are not
+   retried, nor is an answer that is neither YES nor NO (the same prompt would get it again). The
+   caller's thread waits only for this batch.
+3. An answer is parsed strictly (`parse_yes_no`) or, in log-prob mode, decided by P(YES) vs P(NO)
+   (`verdict_from_logprobs`). Parsed verdicts are written to the cache; failures never are.
+4. A call that still fails is a failure: with ``failure_policy="unsatisfied"`` (default) its verdict is
+   ``Verdict(False, error=..., source="judge")`` and ``judge/failures`` counts it; with ``"raise"`` the
+   batch raises `JudgeError` (after every other call has finished and been cached).
+
+The API key is read from the environment variable named by ``api_key_env`` at each request and is
+never stored on the judge or the config; error texts are redacted (the current key, bearer tokens and
+anything shaped like a credential become ``***``). No judge setting may hold a credential
+(`judge_settings_problem`): a key pasted into a field is refused without being shown.
+
+litellm is imported lazily (first request), with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` (no network
+fetch of the price map at import) and ``LITELLM_MODE=PRODUCTION`` (no ``.env`` loading) set first
+unless the user set them.
+
+The package, in the order a batch runs: `hir_trl.judge.prompt` (the paper's prompt, answer parsing),
+`hir_trl.judge.cache` (`VerdictCache`), `hir_trl.judge.loop` (the event-loop thread), `hir_trl.judge.client`
+(`LiteLLMJudge`, `build_judge`), and `hir_trl.judge.config` (validation of the settings, credential shapes,
+redaction). Every public name is importable from `hir_trl.judge`.
+"""
+
+from ..data import has_soft_constraints  # re-exported: the dataset inspection lives in hir_trl.data
+from .cache import VerdictCache
+from .client import (
+    EmptyJudgeAnswer,
+    JudgeError,
+    LiteLLMJudge,
+    MissingJudgeKeyError,
+    MissingLogprobs,
+    build_judge,
+    import_litellm,
+)
+from .config import (
+    DEFAULT_JUDGE_API_KEY_ENV,
+    DEFAULT_JUDGE_MODEL,
+    FAILURE_POLICIES,
+    judge_settings_problem,
+    looks_like_credential,
+    redact,
+)
+from .loop import judge_event_loop
+from .prompt import JUDGE_PROMPT_TEMPLATE, format_judge_prompt, parse_yes_no, verdict_from_logprobs
+
+__all__ = [
+    "DEFAULT_JUDGE_API_KEY_ENV",
+    "DEFAULT_JUDGE_MODEL",
+    "FAILURE_POLICIES",
+    "JUDGE_PROMPT_TEMPLATE",
+    "EmptyJudgeAnswer",
+    "JudgeError",
+    "LiteLLMJudge",
+    "MissingJudgeKeyError",
+    "MissingLogprobs",
+    "VerdictCache",
+    "build_judge",
+    "format_judge_prompt",
+    "has_soft_constraints",
+    "import_litellm",
+    "judge_event_loop",
+    "judge_settings_problem",
+    "looks_like_credential",
+    "parse_yes_no",
+    "redact",
+    "verdict_from_logprobs",
+]

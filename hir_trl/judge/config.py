@@ -1,0 +1,132 @@
+"""Validation of the judge settings, and the credential shapes it refuses (and error texts redact).
+
+Imports nothing of `hir_trl`, so `hir_trl.configs` imports `judge_settings_problem` at module level to validate
+`HiRConfig`'s ``judge_*`` fields, without an import cycle. No judge setting may hold a credential: the config is
+saved into every checkpoint (``training_args.bin``), which a Hub push uploads.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from urllib.parse import urlsplit
+
+#: The paper's judge (DeepSeek-V3.1, non-thinking) through its provider: DeepSeek's ``deepseek-chat``.
+DEFAULT_JUDGE_MODEL = "deepseek/deepseek-chat"
+DEFAULT_JUDGE_API_KEY_ENV = "DEEPSEEK_API_KEY"
+FAILURE_POLICIES = ("unsatisfied", "raise")
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SECRET_PATTERNS = (re.compile(r"(Bearer\s+)\S+", re.I), re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}"))
+#: Shapes of credentials, as they appear in a value: provider prefixes (OpenAI/DeepSeek/Anthropic ``sk-``,
+#: Hugging Face ``hf_``, GitHub, GitLab, Slack, AWS, Google, Groq, Replicate, Perplexity, NVIDIA, xAI), JWTs, and
+#: hexadecimal strings of 32 or more digits (API keys of many providers).
+_CREDENTIAL_SHAPES = re.compile(
+    r"(?<![A-Za-z0-9])(?:"
+    r"sk-[A-Za-z0-9_\-]{8,}|sk_(?:live|test)_[A-Za-z0-9]{8,}|hf_[A-Za-z0-9]{16,}|api_org_[A-Za-z0-9]{16,}"
+    r"|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|glpat-[A-Za-z0-9_\-]{16,}|xox[abprs]-[A-Za-z0-9-]{10,}"
+    r"|(?:AKIA|ASIA)[0-9A-Z]{16}|AIza[0-9A-Za-z_\-]{30,}|gsk_[A-Za-z0-9]{20,}|r8_[A-Za-z0-9]{20,}"
+    r"|pplx-[A-Za-z0-9]{20,}|nvapi-[A-Za-z0-9_\-]{20,}|xai-[A-Za-z0-9]{20,}"
+    r"|eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*"
+    r"|[0-9a-fA-F]{32,}"
+    r")(?![A-Za-z0-9])")
+_COMMIT_HASH = re.compile(r"[0-9a-f]{40}")
+#: Parameter names that carry a credential in a URL's query or fragment (``?api_key=...``, ``#token=...``).
+_CREDENTIAL_PARAMS = re.compile(r"(?:api[_-]?key|key|token|access[_-]?token|auth|authorization|secret|password|passwd"
+                                r"|pwd|sig|signature|credential|credentials|session)$", re.I)
+
+
+def redact(text: str, key: str | None = None) -> str:
+    """``text`` with ``key`` (when 4 characters or longer), bearer tokens and anything shaped like a credential
+    (see `looks_like_credential`) replaced by ``***``, cut to 500 characters: safe to log or record in a verdict."""
+    if key and len(key) >= 4:
+        text = text.replace(key, "***")
+    for pattern in _SECRET_PATTERNS:
+        text = pattern.sub(lambda m: (m.group(1) if m.groups() else "sk-") + "***", text)
+    return _CREDENTIAL_SHAPES.sub("***", text)[:500]
+
+
+def _high_entropy(text: str, hex_keys: bool = True) -> bool:
+    """A run of 20+ letters and digits (no separators) that mixes digits and letters or both letter cases, with
+    at least 3.5 bits of entropy per character: the shape of a random key, not of a name such as
+    ``DEEPSEEK_API_KEY``, ``Qwen3-30B-A3B-Instruct-2507`` or ``MyJudgeApiKeyVariable``. Without ``hex_keys``,
+    a git commit hash (exactly 40 hex digits, as in Hugging Face cache paths) does not count."""
+    for run in re.findall(r"[A-Za-z0-9]{20,}", text):
+        if not hex_keys and _COMMIT_HASH.fullmatch(run):
+            continue
+        digits, lower, upper = (any(f(c) for c in run) for f in (str.isdigit, str.islower, str.isupper))
+        if not (digits and (lower or upper)) and not (len(run) >= 32 and lower and upper):
+            continue
+        counts = [run.count(c) for c in set(run)]
+        entropy = -sum(n / len(run) * math.log2(n / len(run)) for n in counts)
+        if entropy >= 3.5:
+            return True
+    return False
+
+
+def looks_like_credential(value: str, hex_keys: bool = True) -> bool:
+    """True when ``value`` holds something shaped like a credential: a known key prefix (``sk-``, ``hf_``,
+    ``ghp_``, ``AKIA``, ``AIza``, ...), a JWT, a long random-looking string (see `_high_entropy`) or, with
+    hexadecimal string of 32 or more digits (without ``hex_keys``: except a 40-digit commit hash, for paths).
+    Used to refuse keys pasted into judge fields, without echoing them."""
+    for match in _CREDENTIAL_SHAPES.finditer(value):
+        if hex_keys or not _COMMIT_HASH.fullmatch(match.group(0)):
+            return True
+    return _high_entropy(value, hex_keys)
+
+
+def _url_credential(url: str) -> str | None:
+    """Which part of ``url`` holds a credential (``"user:password@"``, ``"query parameter 'api_key'"``, ...), or None."""
+    parts = urlsplit(url)
+    if "@" in parts.netloc:
+        return "the user:password@ part"
+    for where, text in (("query", parts.query), ("fragment", parts.fragment)):
+        for item in re.split(r"[&;]", text):
+            name, _, value = item.partition("=")
+            if value and _CREDENTIAL_PARAMS.search(name.strip()):
+                return f"the {where} parameter {name.strip()!r}"
+            if looks_like_credential(item):
+                return f"the {where}"
+    if looks_like_credential(parts.netloc) or looks_like_credential(parts.path):
+        return "the host or path"
+    return None
+
+
+def judge_settings_problem(*, model: str | None, api_key_env: str | None, max_concurrency: int, timeout: float,
+                           max_retries: int, temperature: float, failure_policy: str, retry_backoff: float,
+                           api_base: str | None = None, cache_dir: str | None = None) -> str | None:
+    """What is wrong with these judge settings (a message naming the field), or None.
+
+    No judge field may hold a credential (see `looks_like_credential`): the config is saved into every checkpoint
+    (``training_args.bin``), which a Hub push uploads. ``api_key_env`` must be the NAME of an environment
+    variable, and ``api_base`` may carry no credential anywhere (``user:pw@``, ``?api_key=...``, a key in the
+    path). Messages never echo a value that looks like a credential.
+    """
+    if model is not None and not isinstance(model, str):
+        return f"judge_model must be a litellm model string, got {type(model).__name__}"
+    fix = "put the key in an environment variable and give its NAME in judge_api_key_env; the value is not shown"
+    if api_key_env and (not isinstance(api_key_env, str) or not _ENV_NAME.fullmatch(api_key_env)
+                        or looks_like_credential(api_key_env)):
+        # Do not echo the value: a user may have pasted the key itself here.
+        return ("judge_api_key_env must be the NAME of an environment variable (letters, digits, '_', e.g. "
+                "DEEPSEEK_API_KEY), not the key itself; the value given is not shown")
+    if api_base:
+        where = _url_credential(api_base) if isinstance(api_base, str) else None
+        if where is not None:
+            return f"judge_api_base must not contain credentials (found in {where}); {fix}"
+    for name, value in (("judge_model", model), ("judge_cache_dir", cache_dir)):
+        if isinstance(value, str) and looks_like_credential(value, hex_keys=False):  # a path may hold a commit hash
+            return f"{name} looks like it contains a credential; {fix}"
+    if not isinstance(max_concurrency, int) or max_concurrency < 1:
+        return f"judge_max_concurrency must be an integer >= 1, got {max_concurrency!r}"
+    if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
+        return f"judge_timeout must be a finite number of seconds > 0, got {timeout!r}"
+    if not isinstance(max_retries, int) or max_retries < 0:
+        return f"judge_max_retries must be an integer >= 0, got {max_retries!r}"
+    if not (isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature >= 0):
+        return f"judge_temperature must be >= 0, got {temperature!r}"
+    if failure_policy not in FAILURE_POLICIES:
+        return f"judge_failure_policy must be one of {FAILURE_POLICIES}, got {failure_policy!r}"
+    if not (isinstance(retry_backoff, (int, float)) and math.isfinite(retry_backoff) and retry_backoff >= 0):
+        return f"judge_retry_backoff must be a finite number of seconds >= 0, got {retry_backoff!r}"
+    return None
