@@ -112,3 +112,14 @@ def test_judge_error_stops_training_and_evaluation_alike(tmp_path):
     bench = load_benchmark(path, format="hir")
     with pytest.raises(JudgeError, match="failed on 1 of 1"):
         evaluate(bench, {bench.rows[0].prompt: "hi"}, judge=raising)
+
+
+def test_judge_config_imports_nothing_of_the_package():
+    # hir_trl.configs imports hir_trl.judge.config at module level; that module must not import hir_trl back
+    tree = ast.parse((REPO_ROOT / "hir_trl" / "judge" / "config.py").read_text())
+    imports = [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
+    relative = [ast.unparse(n) for n in imports if isinstance(n, ast.ImportFrom) and (n.level or "hir_trl" in
+                                                                                        (n.module or ""))]
+    assert relative == [] and len(imports) >= 3
+    configs = ast.parse((REPO_ROOT / "hir_trl" / "configs.py").read_text())
+    assert any(isinstance(n, ast.ImportFrom) and n.level == 1 and n.module == "judge.config" for n in configs.body)
