@@ -24,7 +24,7 @@ Judge = Callable[[Sequence[tuple[str, str, str]]], Sequence[Verdict]]
 def judge_batch(judge: Judge | None, triples: Sequence[tuple[str, str, str]]) -> list[Verdict]:
     """One `Verdict` per (instruction, response, constraint) triple, in order, from a single call of ``judge``.
 
-    Used by training (`ConstraintReward`) and evaluation (`hir_trl.evaluation.score`). A judge that cannot give
+    Used by training (`ConstraintReward`) and evaluation (`hir_trl.evaluation.evaluate`). A judge that cannot give
     the verdicts never crashes the batch: with no judge (None), when it raises, or when it returns a different
     number of verdicts, every triple gets ``Verdict(False, error=..., source="judge")`` naming the cause.
 
