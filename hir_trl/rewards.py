@@ -182,7 +182,7 @@ def rejudge_replays(judge: Any, reward_mode: str, inputs: Sequence[dict[str, Any
                                 constraints[j]["text"]))
     if not triples:
         return {}
-    failed = Counter(o for o, v in zip(cells, getattr(judge, "rejudge", judge)(triples)) if not v.passed)
+    failed = Counter(o for o, v in zip(cells, judge_batch(getattr(judge, "rejudge", judge), triples)) if not v.passed)
     return {o: float(failed[o] == 0) if reward_mode == "ila" else 1.0 - failed[o] / sum(row.choice.satisfied)
             for o, row in enumerate(rows) if row.kind == "replay"}
 
@@ -232,8 +232,8 @@ def trainer_reward(args: Any, train_dataset: Any, eval_dataset: Any = None, rewa
         SoftConstraintsWithoutJudgeError: see `check_soft_constraints_judged`.
         KeyError: ``judge_api_key_env`` names an unset variable.
     """
-    from .data import drop_soft_constraints
-    from .judge import build_judge, has_soft_constraints
+    from .data import drop_soft_constraints, has_soft_constraints
+    from .judge import build_judge
 
     if isinstance(reward_funcs, list) and len(reward_funcs) == 1:
         reward_funcs = reward_funcs[0]

@@ -7,10 +7,12 @@ import ast
 import pytest
 
 from hir_trl import ConstraintReward
+from hir_trl.batch import NewRow
 from hir_trl.chat import completion_text, instruction_text, last_user_text, message_text, prompt_text
 from hir_trl.evaluation import evaluate, load_benchmark
 from hir_trl.judge import JudgeError
-from hir_trl.rewards import judge_batch
+from hir_trl.replay import ReplayChoice
+from hir_trl.rewards import judge_batch, rejudge_replays
 from hir_trl.synth import prompt_of
 from hir_trl.verifiers import Verdict
 
@@ -123,3 +125,19 @@ def test_judge_config_imports_nothing_of_the_package():
     assert relative == [] and len(imports) >= 3
     configs = ast.parse((REPO_ROOT / "hir_trl" / "configs.py").read_text())
     assert any(isinstance(n, ast.ImportFrom) and n.level == 1 and n.module == "judge.config" for n in configs.body)
+
+
+def test_rejudging_replays_goes_through_the_same_judge_call():
+    # a judge that raises (or miscounts) during the re-judging of replays gives failed verdicts, never a crash
+    inputs = [{"constraints": [{"kind": "soft", "text": "Be kind."}, {"kind": "hard", "text": "No commas."}]}]
+    replay = NewRow("replay", 0, 0, ReplayChoice(0, 1.0, 0.0, 1.0, (True, True), "q'"))
+    rows = [NewRow("supplementary", 0, 0), replay]
+    assert rejudge_replays(lambda triples: 1 / 0, "cla", inputs, ["resp"], rows) == {1: 0.5}
+    assert rejudge_replays(lambda triples: [], "ila", inputs, ["resp"], rows) == {1: 0.0}
+    assert rejudge_replays(lambda triples: [Verdict(True)] * len(triples), "ila", inputs, ["resp"], rows) == {1: 1.0}
+
+    def stop(triples):
+        raise JudgeError("stop")
+
+    with pytest.raises(JudgeError, match="stop"):  # failure_policy="raise" still stops
+        rejudge_replays(stop, "ila", inputs, ["resp"], rows)
