@@ -12,7 +12,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -102,21 +102,33 @@ def replay_metrics(counts: Sequence[float], lam: float, group_size: int) -> dict
     }
 
 
+class LogRow(NamedTuple):
+    """One new row in the completion log (TRL's columns, then HiR's)."""
+
+    prompt: Any
+    completion: Any
+    row_id: str
+    hindsight: bool
+    supplementary: bool
+    kept_constraints: str | None
+    reward: float
+
+
 def completion_log_rows(rows: Sequence[NewRow], inputs: Sequence[dict[str, Any]], completions: Sequence[Any],
                         supplement: dict[str, Any] | None, rewards: Sequence[float], num_sampled: int,
-                        group_size: int) -> list[tuple[Any, Any, str, bool, bool, str | None, float]]:
-    """Completion-log entries of the new rows except padding: (prompt, completion, row_id, hindsight, supplementary,
-    kept_constraints, reward). A replay shows q' and the indices of its kept constraints (JSON)."""
+                        group_size: int) -> list[LogRow]:
+    """Completion-log entries of the new rows except padding. A replay shows q' and the indices of its kept
+    constraints (JSON)."""
     out = []
     for i, row in enumerate(rows):
         if row.kind == "replay":
             kept = json.dumps([j for j, ok in enumerate(row.choice.satisfied) if ok])
-            out.append((row.q_prime, completions[row.source], str(inputs[row.source].get("row_id")), True, False,
-                        kept, 1.0))
+            out.append(LogRow(row.q_prime, completions[row.source], str(inputs[row.source].get("row_id")), True,
+                              False, kept, 1.0))
         elif row.kind == "supplementary":
-            out.append((supplement["prompts"][row.source], supplement["completions"][row.source],
-                        str(inputs[row.group * group_size].get("row_id")), False, True, None,
-                        rewards[num_sampled + i]))
+            out.append(LogRow(supplement["prompts"][row.source], supplement["completions"][row.source],
+                              str(inputs[row.group * group_size].get("row_id")), False, True, None,
+                              rewards[num_sampled + i]))
     return out
 
 

@@ -88,14 +88,13 @@ def replace_logged_advantages(trainer: Any, advantages: Sequence[float]) -> None
 
 
 def log_completions(trainer: Any, prompts: Sequence[Any], completions: Sequence[Any], rewards: Sequence[float],
-                    advantages: Sequence[float], extra: dict[str, Sequence[Any]], num_logged: int = 0) -> None:
+                    advantages: Sequence[float], extra: dict[str, Sequence[Any]]) -> None:
     """Append rows (already gathered over ranks) to the completion log.
 
     Args:
         prompts, completions, rewards, advantages: one value per new row (``rewards`` goes to every reward column).
-        extra: HiR's extra columns, each with ``num_logged`` values for rows TRL already logged, then one per new
+        extra: HiR's extra columns, each with values for the rows TRL already logged this step, then one per new
             row; TRL's other extra columns get None for the new rows.
-        num_logged: rows already in the log that ``extra`` also covers.
     """
     logs = trainer._logs
     logs["prompt"].extend(prompts)
@@ -147,7 +146,9 @@ def log_hindsight_rows(trainer: Any, row_ids: Sequence[str], sampled_advantages:
     replace_logged_advantages(trainer, sampled_advantages)
     n = len(row_ids)
     log_completions(
-        trainer, [e[0] for e in entries], [e[1] for e in entries], [e[6] for e in entries], new_advantages,
-        extra={"row_id": list(row_ids) + [e[2] for e in entries], "hindsight": [False] * n + [e[3] for e in entries],
-               "supplementary": [False] * n + [e[4] for e in entries],
-               "kept_constraints": [None] * n + [e[5] for e in entries]})
+        trainer, [e.prompt for e in entries], [e.completion for e in entries], [e.reward for e in entries],
+        new_advantages,
+        extra={"row_id": list(row_ids) + [e.row_id for e in entries],
+               "hindsight": [False] * n + [e.hindsight for e in entries],
+               "supplementary": [False] * n + [e.supplementary for e in entries],
+               "kept_constraints": [None] * n + [e.kept_constraints for e in entries]})

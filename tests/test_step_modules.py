@@ -156,7 +156,9 @@ def test_step_log_counts_metrics_and_log_rows():
     inputs = [{"row_id": "a"}] * 2 + [{"row_id": "b"}] * 2
     supplement = {"prompts": ["q_b"], "completions": ["s"]}
     entries = completion_log_rows(rows, inputs, ["y0", "y1", "y2", "y3"], supplement, rewards, 4, 2)
-    assert entries == [("q_b", "s", "b", False, True, None, 1.0), ("q'", "y1", "a", True, False, "[0]", 1.0)]
+    assert [tuple(e) for e in entries] == [("q_b", "s", "b", False, True, None, 1.0),
+                                           ("q'", "y1", "a", True, False, "[0]", 1.0)]
+    assert entries[1].hindsight and entries[0].supplementary
     timer = StepTimer()
     with timer.timed("total"), timer.timed("selection"):
         pass

@@ -7,6 +7,7 @@ from collections import deque
 import pytest
 
 from hir_trl import HiRConfig, trl_adapter
+from hir_trl.step_log import LogRow
 from hir_trl.trainer import HiRTrainer
 
 
@@ -55,7 +56,8 @@ def test_completion_log_buffers_and_one_completion_per_prompt(tmp_path, tiny_mod
     assert {k: len(v) for k, v in trainer._metrics["train"].items() if k != "num_tokens"} == {
         k: v for k, v in metrics.items() if k != "num_tokens"}
     # the log takes HiR's rows and columns
-    trl_adapter.log_hindsight_rows(trainer, ["r"] * 6, [0.5] * 6, [("q'", "y", "r", True, False, "[0]", 1.0)], [1.0])
+    trl_adapter.log_hindsight_rows(trainer, ["r"] * 6, [0.5] * 6, [LogRow("q'", "y", "r", True, False, "[0]", 1.0)],
+                                   [1.0])
     assert list(trainer._logs["advantages"])[-7:] == [0.5] * 6 + [1.0]
     assert list(trainer._logs["extra"]["hindsight"]) == [False] * 6 + [True]
     assert len(trainer._logs["prompt"]) == 7
