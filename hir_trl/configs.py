@@ -23,12 +23,14 @@ class HiRConfig(GRPOConfig):
     r"""Configuration for `HiRTrainer`: TRL's `GRPOConfig` plus the Hindsight instruction Replay fields.
 
     Defaults are the paper's (Appendix A): m = ``num_generations`` = 6 sampled responses per instruction,
-    k = ``num_replays`` = 2 hindsight replays per group, lambda_0 = 2 and eta = 0.05.
+    k = ``num_replays`` = 2 hindsight replays per group, lambda_0 = 2 and eta = 0.05. Three defaults depart from the
+    paper, each chosen on the learning benchmark (README "Faithfulness"): ``reward_mode="cla"``,
+    ``replay_advantage="positive"`` and ``replay_truncated_completions=False``; the paper recipes set the paper's.
 
     Parameters:
         num_replays (`int`, defaults to `2`):
             k: hindsight samples appended to each group of ``num_generations`` completions (Algorithm 1).
-            0 turns replay off (RL-IR with ``reward_mode="ila"``).
+            0 turns replay off (RL-CR with the default ``reward_mode="cla"``, RL-IR with ``"ila"``).
         lambda_0 (`float`, defaults to `2.0`):
             Initial curriculum weight on constraint integrity (paper eq. "lambda").
         eta (`float`, defaults to `0.05`):
@@ -42,9 +44,14 @@ class HiRConfig(GRPOConfig):
         diversity_aggregation (`str`, defaults to `"mean"`):
             How token entropies form F_div: ``"mean"`` over completion tokens (released code) or ``"sum"``
             (the paper's formula).
-        reward_mode (`str`, defaults to `"ila"`):
-            ``"ila"``: binary reward, 1 when every constraint is met (HiR, RL-IR). ``"cla"``: fraction of
-            constraints met (RL-CR).
+        reward_mode (`str`, defaults to `"cla"`):
+            Reward of the sampled rows. ``"cla"`` (default): fraction of the instruction's constraints met, in
+            [0, 1] (RL-CR's reward; with replays "HiR + CLA reward"). ``"ila"``: binary, 1 when every constraint is
+            met (the paper's HiR and RL-IR; the paper recipes set it). A replay's reward is 1 under both, since
+            q' keeps only constraints its completion meets. The default departs from the paper: on the learning
+            benchmark the graded reward with replays scored best (final held-out ILA, synthetic task 5 seeds:
+            12.0% vs RL-CR 10.6%, binary-reward HiR 9.5% (3 seeds); SmolLM2-135M-Instruct, 3 seeds: 12.0% vs RL-CR
+            10.3%, binary-reward HiR 5.9%), see the README's Faithfulness table.
         replay_old_logps (`str`, defaults to `"original"`):
             ``"original"``: a replay's old log-probs are those of y under q (paper eq. 7-8);
             ``"hindsight"``: under q'.
@@ -126,8 +133,9 @@ class HiRConfig(GRPOConfig):
                   "(paper formula).", "choices": ["mean", "sum"]},
     )
     reward_mode: str = field(
-        default="ila",
-        metadata={"help": "'ila': 1 when all constraints are met (HiR, RL-IR); 'cla': fraction met (RL-CR).",
+        default="cla",
+        metadata={"help": "Reward of the sampled rows: 'cla' = fraction of constraints met (default; RL-CR's reward, "
+                  "with replays on top); 'ila' = 1 when all constraints are met (the paper's HiR and RL-IR).",
                   "choices": ["ila", "cla"]},
     )
     replay_old_logps: str = field(

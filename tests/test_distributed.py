@@ -17,11 +17,12 @@ from .conftest import REPO_ROOT, SAMPLE_DATA
 pytestmark = pytest.mark.slow
 
 
-def torchrun(tmp_path, model, nproc, name, *flags, port=29517):
+def torchrun(tmp_path, model, nproc, name, *flags):
     launcher = shutil.which("torchrun") or str(Path(sys.executable).parent / "torchrun")
     out = tmp_path / name
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    cmd = [launcher, "--nproc_per_node", str(nproc), "--master_port", str(port),
+    # --standalone: torchrun picks a free rendezvous port (fixed ports collided with other jobs on the machine)
+    cmd = [launcher, "--standalone", "--nproc_per_node", str(nproc),
            str(REPO_ROOT / "tests/scripts/ddp_rows.py"), str(model), str(SAMPLE_DATA), str(out), *flags]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
@@ -54,9 +55,8 @@ def test_two_ranks_match_one_process_with_the_same_global_batch(tmp_path, tiny_m
     """Scripted (batching-independent) completions: 2 ranks x 6 rows and 1 rank x 12 rows per micro-batch see the
     same prompts, so they must compute the same lambda and select the same completions, with each hindsight row
     on the rank of its source."""
-    two = torchrun(tmp_path, tiny_model_path, 2, "two", "--scripted", "--max-steps", "4", port=29518)
-    one = torchrun(tmp_path, tiny_model_path, 1, "one", "--scripted", "--max-steps", "4", "--per-device-batch", "12",
-                   port=29519)[0]
+    two = torchrun(tmp_path, tiny_model_path, 2, "two", "--scripted", "--max-steps", "4")
+    one = torchrun(tmp_path, tiny_model_path, 1, "one", "--scripted", "--max-steps", "4", "--per-device-batch", "12")[0]
     assert len(one) == len(two[0]) == len(two[1]) == 2  # two generation batches
     for gen in range(2):
         rank0, rank1 = two[0][gen], two[1][gen]

@@ -7,12 +7,13 @@ prompts and the same number of trained rows per group (m + k):
 ============== ============================================================================================
 method         HiRConfig
 ============== ============================================================================================
-``hir``        ``num_generations=m, num_replays=k, replay_selection="curriculum", reward_mode="ila"``
+``hir``        ``num_generations=m, num_replays=k, replay_selection="curriculum", reward_mode="ila"`` (HiR on the
+               paper's binary reward; HiRConfig's default until session 5 of issue 12)
 ``random``     ``num_generations=m, num_replays=k, replay_selection="random", reward_mode="ila"``
 ``rl_ir``      ``num_generations=m+k, num_replays=0, reward_mode="ila"`` (plain GRPO, binary reward)
 ``rl_cr``      ``num_generations=m+k, num_replays=0, reward_mode="cla"`` (plain GRPO, constraint-average reward)
 ``hir_cla``    ``num_generations=m, num_replays=k, replay_selection="curriculum", reward_mode="cla"`` (HiR's replay
-               on top of RL-CR's reward for the sampled rows)
+               on top of RL-CR's reward for the sampled rows: HiRConfig's default)
 ============== ============================================================================================
 
 All use ``advantage_estimator="grpo"`` (TRL's group baseline and std scaling), ``beta=0``, temperature 1.0, a
@@ -53,8 +54,8 @@ if str(REPO_ROOT) not in sys.path:
 from benchmarks.learning.task import CACHE_ROOT, FAMILIES, TaskConfig, ensure_sft_model, read_jsonl  # noqa: E402
 
 METHODS = ("hir", "hir_paper", "random", "rl_ir", "rl_cr", "hir_cla")
-METHOD_LABELS = {"hir": "HiR", "hir_paper": "HiR (paper advantage)", "random": "Random replay", "rl_ir": "RL-IR",
-                 "rl_cr": "RL-CR", "hir_cla": "HiR + CLA reward"}
+METHOD_LABELS = {"hir": "HiR, ILA reward", "hir_paper": "HiR (paper advantage)", "random": "Random replay",
+                 "rl_ir": "RL-IR", "rl_cr": "RL-CR", "hir_cla": "HiR (default: CLA reward)"}
 DEFAULT_RESULTS = REPO_ROOT / "benchmarks" / "results"
 
 
