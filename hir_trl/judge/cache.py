@@ -28,13 +28,18 @@ class VerdictCache:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         if self.path is not None:
+            from filelock import FileLock
+
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            with self._conn:
-                self._conn.execute("CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, passed INTEGER NOT NULL, "
-                                   "answer TEXT, p_yes REAL, model TEXT, created REAL)")
+            # Switching a database to WAL can fail at once with "database is locked" (no busy wait) while another
+            # connection opens it, so processes and threads set it up one at a time.
+            with FileLock(f"{self.path}.lock", timeout=60):
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                with self._conn:
+                    self._conn.execute("CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, passed INTEGER "
+                                       "NOT NULL, answer TEXT, p_yes REAL, model TEXT, created REAL)")
 
     def get_many(self, keys: Iterable[str]) -> dict[str, tuple[bool, str | None, float | None]]:
         """The cached ``(passed, answer, p_yes)`` of every key that has one."""
