@@ -67,14 +67,17 @@ def replay_counts(rows: Sequence[NewRow], rewards: Sequence[float], num_sampled:
     """This rank's counts behind the ``hir/*`` metrics, in the order of `COUNTS`.
 
     Args:
-        rows: the step's new rows; ``rewards``: (B + len(rows),) the reward of every row.
+        rows: the step's new rows; ``rewards``: (B + len(rows),) the reward of every row (ILA or CLA, in [0, 1]);
+            ``groups_all_failed`` counts groups whose m sampled rows all have reward < 1 (no completion met every
+            constraint), under either reward mode.
         num_sampled: B, sampled rows; ``group_size``: m; ``k``: replays per group.
         fillers: supplementary samples generated only to keep ranks in step; ``generated_tokens``: completion tokens
             of the B sampled rows.
     """
     choices = [row.choice for row in rows if row.kind == "replay"]
     groups = num_sampled // group_size
-    all_failed = sum(all(rewards[g * group_size + j] == 0 for j in range(group_size)) for g in range(groups))
+    # a success meets every constraint: reward 1 under both reward modes (ILA 1, or a CLA of 1)
+    all_failed = sum(all(rewards[g * group_size + j] < 1 for j in range(group_size)) for g in range(groups))
     return [len(choices), groups * k, all_failed, groups, sum(c.integrity for c in choices),
             sum(c.diversity for c in choices), sum(row.kind == "supplementary" for row in rows),
             sum(row.kind == "pad" for row in rows), fillers, generated_tokens]
