@@ -215,7 +215,8 @@ def test_config_validation_and_paper_defaults(tmp_path):
     args = HiRConfig(output_dir=str(tmp_path), bf16=False, per_device_train_batch_size=6)
     assert (args.num_generations, args.num_replays, args.lambda_0, args.eta) == (6, 2, 2.0, 0.05)
     # hir-trl's measured defaults where it departs from the paper (README "Faithfulness")
-    assert (args.replay_advantage, args.replay_weight, args.replay_truncated_completions) == ("positive", 1.0, False)
+    assert (args.replay_advantage, args.replay_weight, args.replay_truncated_completions, args.reward_mode) == (
+        "positive", 1.0, False, "cla")
     for field, value in [("num_replays", -1), ("eta", -0.5), ("diversity_aggregation", "max"),
                          ("reward_mode", "dense"), ("replay_min_satisfied", -2)]:
         with pytest.raises(ValueError, match=field):
