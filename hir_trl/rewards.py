@@ -75,6 +75,10 @@ class VerdictMatrix:
         """Constraint-level accuracy per row: the fraction of constraints passed (paper CLA)."""
         return [sum(v.passed for v in row) / len(row) if row else 0.0 for row in self.verdicts]
 
+    def rewards(self, reward_mode: str) -> list[float]:
+        """Per-row reward under ``reward_mode``: `ila` (``"ila"``, binary) or `cla` (``"cla"``, fraction met)."""
+        return self.ila() if reward_mode == "ila" else self.cla()
+
     def num_errors(self) -> int:
         """How many verdicts record a checker or judge failure."""
         return sum(v.error is not None for row in self.verdicts for v in row)
@@ -152,7 +156,7 @@ class ConstraintReward:
             raise ValueError("the dataset has no 'constraints' column; load it with hir_trl.load_hir_dataset")
         matrix = self.verify(prompts, completions, constraints)
         self.last_verdicts = matrix
-        return matrix.ila() if self.reward_mode == "ila" else matrix.cla()
+        return matrix.rewards(self.reward_mode)
 
 
 def rejudge_replays(judge: Any, reward_mode: str, inputs: Sequence[dict[str, Any]], completions: Sequence[Any],

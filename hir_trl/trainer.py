@@ -383,12 +383,11 @@ class HiRTrainer(GRPOTrainer):
             self._replay_passes(extended, rows, B)
 
         # 5. Rewards (replays 1, pads NaN) and advantages (`hir_trl.advantages.hir_advantages`).
-        ila = self.constraint_reward.reward_mode == "ila"
+        mode = self.constraint_reward.reward_mode
         supp_verdicts = supplement["verdicts"] if supplement is not None else VerdictMatrix([])
-        rewards = row_rewards(verdicts.ila() if ila else verdicts.cla(), rows,
-                              supp_verdicts.ila() if ila else supp_verdicts.cla(),
-                              rejudge_replays(self.constraint_reward.judge, self.constraint_reward.reward_mode, inputs,
-                                              completions, rows) if args.rejudge_replays else None)
+        rewards = row_rewards(verdicts.rewards(mode), rows, supp_verdicts.rewards(mode),
+                              rejudge_replays(self.constraint_reward.judge, mode, inputs, completions, rows)
+                              if args.rejudge_replays else None)
         extended["advantages"] = hir_advantages(
             torch.tensor(rewards, dtype=torch.float32, device=self.accelerator.device), rows, B, m,
             loss_mask(extended), replay_advantage=args.replay_advantage, replay_weight=args.replay_weight,

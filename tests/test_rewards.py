@@ -43,6 +43,7 @@ def test_ila_cla_and_alignment_after_a_checker_failure():
     # row 2 is untouched by row 1's failure: comma fails, lowercase passes
     assert matrix.passed(2) == [False, True]
     assert matrix.cla() == [1.0, 0.0, 0.5]
+    assert matrix.rewards("cla") == [1.0, 0.0, 0.5] and matrix.rewards("ila") == [1.0, 0.0, 0.0]
     assert matrix.num_errors() == 1
     assert reward.num_checks == 7
 
