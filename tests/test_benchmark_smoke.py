@@ -40,6 +40,15 @@ def test_toy_benchmark_end_to_end(tmp_path):
     assert set(runs) == {"hir-seed0", "rl_ir-seed0"}
     for run in runs.values():
         assert [e["step"] for e in run["evals"]] == [0, 2]
+        for evaluation in run["evals"]:  # every (prompt, sample) verdict is stored, and gives the ILA
+            verdicts = evaluation["verdicts"]
+            assert verdicts["samples"] == bench.eval_samples and len(verdicts["rows"]) == bench.eval_prompts
+            assert len(verdicts["passed"]) == bench.eval_prompts * bench.eval_samples
+            assert all(set(v) <= {"0", "1"} and v for v in verdicts["passed"])
+            met = sum("0" not in v for v in verdicts["passed"]) / len(verdicts["passed"])
+            assert evaluation["ila"] == pytest.approx(met)
+            assert 0 <= evaluation["truncated_fraction"] <= 1
+        assert run["preregistration"] is None
         assert len(run["steps"]) == 2
         for step in run["steps"]:
             parts = sum(step[k] for k in ("generation", "verification", "nograd_pass", "selection", "trl_scoring",

@@ -52,7 +52,13 @@ if str(REPO_ROOT) not in sys.path:
 
 from transformers import TrainerCallback  # noqa: E402
 
-from benchmarks.learning.task import CACHE_ROOT, build_cached, sample_responses, write_jsonl  # noqa: E402
+from benchmarks.learning.task import (  # noqa: E402
+    CACHE_ROOT,
+    build_cached,
+    sample_responses,
+    verdict_string,
+    write_jsonl,
+)
 
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 MULDIMIF_TEST = SHARED_DATA / "muldimif" / "test.json"
@@ -220,7 +226,8 @@ def score_responses(rows: Sequence[dict[str, Any]], responses: Sequence[str]) ->
     Returns:
         ``{"ila", "cla"}`` (fractions in [0, 1], means over responses), ``"family"``: ``{short type name:
         fraction of its constraints met}`` (NaN for a type absent from ``rows``; the key name matches the synthetic
-        task's records) and ``"count"``: ``{short type name: constraints of that type}``.
+        task's records), ``"count"``: ``{short type name: constraints of that type}`` and ``"passed"``: each
+        completion's verdicts as a `benchmarks.learning.task.verdict_string`.
 
     Raises:
         ValueError: ``rows`` and ``responses`` differ in length; a constraint type outside `CONSTRAINT_TYPES`.
@@ -244,7 +251,8 @@ def score_responses(rows: Sequence[dict[str, Any]], responses: Sequence[str]) ->
     ila, cla = matrix.ila(), matrix.cla()
     return {"ila": sum(ila) / len(ila), "cla": sum(cla) / len(cla),
             "family": {t: (sum(v) / len(v) if v else float("nan")) for t, v in per_type.items()},
-            "count": {t: len(v) for t, v in per_type.items()}}
+            "count": {t: len(v) for t, v in per_type.items()},
+            "passed": [verdict_string(matrix.passed(r)) for r in range(len(normalized))]}
 
 
 def evaluate_held_out(model, tokenizer, rows: Sequence[dict[str, Any]], samples: int = 2, temperature: float = 1.0,

@@ -18,13 +18,13 @@ if str(REPO_ROOT) not in sys.path:
 
 from benchmarks.learning.task import FAMILIES  # noqa: E402
 
-LABELS = {"hir": "HiR, ILA reward", "hir_paper": "HiR (paper advantage)", "random": "Random replay", "rl_ir": "RL-IR",
-          "rl_cr": "RL-CR", "hir_cla": "HiR (default: CLA reward)"}
+from benchmarks.learning.run import METHOD_LABELS as LABELS  # noqa: E402
 # issue 12's learning targets are stated for HiR's default (hir_cla since session 5); the binary-reward HiR is
 # reported against the same targets
 TARGET_METHODS = ("hir_cla", "hir")
 COLORS = {"hir": "tab:red", "hir_paper": "tab:purple", "random": "tab:orange", "rl_ir": "tab:blue",
-          "rl_cr": "tab:green", "hir_cla": "tab:brown"}
+          "rl_cr": "tab:green", "hir_cla": "tab:brown", "hir_paper_rpp": "tab:pink", "rl_cr_rpp": "tab:olive",
+          "rl_ir_rpp": "tab:cyan"}
 #: Steps over which the per-step cost is compared "at the start", where every method's policy is still close to
 #: the shared SFT checkpoint (and failures are plentiful).
 EARLY_STEPS = 10

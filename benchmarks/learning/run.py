@@ -53,9 +53,17 @@ if str(REPO_ROOT) not in sys.path:
 
 from benchmarks.learning.task import CACHE_ROOT, FAMILIES, TaskConfig, ensure_sft_model, read_jsonl  # noqa: E402
 
-METHODS = ("hir", "hir_paper", "random", "rl_ir", "rl_cr", "hir_cla")
+METHODS = ("hir", "hir_paper", "random", "rl_ir", "rl_cr", "hir_cla", "hir_paper_rpp", "rl_cr_rpp", "rl_ir_rpp")
 METHOD_LABELS = {"hir": "HiR, ILA reward", "hir_paper": "HiR (paper advantage)", "random": "Random replay",
-                 "rl_ir": "RL-IR", "rl_cr": "RL-CR", "hir_cla": "HiR (default: CLA reward)"}
+                 "rl_ir": "RL-IR", "rl_cr": "RL-CR", "hir_cla": "HiR (default: CLA reward)",
+                 "hir_paper_rpp": "HiR (paper recipe: Reinforce++, KL)", "rl_cr_rpp": "RL-CR (Reinforce++, KL)",
+                 "rl_ir_rpp": "RL-IR (Reinforce++, KL)"}
+#: The paper recipes' (``recipes/*/hir/config_paper.yaml``) objective: Reinforce++ with the KL term in the loss.
+PAPER_OBJECTIVE = dict(advantage_estimator="reinforce_pp", beta=1e-4)
+#: The paper recipes' replay options (paper Algorithm 1, eq. "hir").
+PAPER_REPLAY = dict(replay_selection="curriculum", reward_mode="ila", replay_scope="group",
+                    replay_shortfall="resample", replay_old_logps="original", replay_advantage="group",
+                    replay_truncated_completions=True, diversity_aggregation="mean")
 DEFAULT_RESULTS = REPO_ROOT / "benchmarks" / "results"
 
 
@@ -84,6 +92,7 @@ class BenchConfig:
     extra: str = ""                  # JSON object of HiRConfig overrides applied to every method (ablations)
     lora_rank: int = 0               # > 0: train a peft LoRA adapter of this rank (alpha 2 x rank, all linear layers)
     save_final: bool = False         # save each run's final model (LoRA merged) under the cache, for IFEval scoring
+    preregistration: str = ""        # the committed pre-registration file these runs belong to (repo-relative path)
 
     @property
     def steps(self) -> int:
@@ -147,10 +156,17 @@ class HeldOutEval:
                                            temperature=self.bench.eval_temperature,
                                            max_new_tokens=self.bench.max_completion_length)
         scores = self.score_responses(rows, responses)
+        # every (prompt, sample) verdict, for paired tests over prompts (benchmarks/learning/paired.py)
+        verdicts = {"rows": [r["id"] for r in self.rows], "samples": self.bench.eval_samples,
+                    "passed": scores.pop("passed")}
+        lengths = [len(ids) for ids in self.tokenizer(responses, add_special_tokens=False)["input_ids"]]
+        truncated = sum(n >= self.bench.max_completion_length for n in lengths) / len(lengths)
         train_seconds = sum(s["step_seconds"] for s in self.profiler.steps)
         self.records.append({"step": step, "prompts": step * self.bench.prompts_per_step,
                              "train_seconds": train_seconds, "eval_seconds": time.perf_counter() - start,
-                             **scores, "example": responses[0]})
+                             **scores, "truncated_fraction": truncated,
+                             "mean_completion_tokens": sum(lengths) / len(lengths), "verdicts": verdicts,
+                             "example": responses[0]})
 
 
 def method_overrides(method: str, bench: BenchConfig) -> dict[str, Any]:
@@ -168,6 +184,13 @@ def method_overrides(method: str, bench: BenchConfig) -> dict[str, Any]:
         return dict(num_generations=m + k, num_replays=0, reward_mode="cla")
     if method == "hir_cla":  # HiR's default replay on top of RL-CR's reward for the sampled rows
         return dict(num_generations=m, num_replays=k, replay_selection="curriculum", reward_mode="cla")
+    # the paper family: the config_paper.yaml recipes' estimator and KL, for HiR and both baselines
+    if method == "hir_paper_rpp":
+        return dict(num_generations=m, num_replays=k, **PAPER_REPLAY, **PAPER_OBJECTIVE)
+    if method == "rl_cr_rpp":
+        return dict(num_generations=m + k, num_replays=0, reward_mode="cla", **PAPER_OBJECTIVE)
+    if method == "rl_ir_rpp":
+        return dict(num_generations=m + k, num_replays=0, reward_mode="ila", **PAPER_OBJECTIVE)
     raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")
 
 
@@ -240,9 +263,34 @@ def run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_p
         "wall_seconds": time.perf_counter() - wall_start,
         "torch_threads": torch.get_num_threads(),
         "final_model": str(final_model) if final_model else None,
+        "preregistration": preregistration_of(bench),
     }
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(record))
+
+
+def preregistration_of(bench: BenchConfig) -> dict[str, str] | None:
+    """``{"path", "commit"}`` of the run's pre-registration: the last commit that changed the file.
+
+    Raises:
+        RuntimeError: the file is missing, not committed, or has uncommitted changes (a run must name the exact
+            pre-registration it follows).
+    """
+    if not bench.preregistration:
+        return None
+    path = REPO_ROOT / bench.preregistration
+    if not path.is_file():
+        raise RuntimeError(f"pre-registration {bench.preregistration} does not exist")
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    commit = git("log", "-1", "--format=%H", "--", bench.preregistration)
+    if not commit or git("status", "--porcelain", "--", bench.preregistration):
+        raise RuntimeError(f"pre-registration {bench.preregistration} is not committed as it is: commit it before "
+                           "any of its runs start")
+    return {"path": bench.preregistration, "commit": commit}
 
 
 def final_model_dir(task_dir: Path, method: str, seed: int) -> Path:
@@ -310,6 +358,7 @@ def run_all(bench: BenchConfig, task, results_dir: Path, cache_root: Path | None
     """
     from benchmarks.learning.report import write_report
 
+    preregistration_of(bench)  # a run must name a committed pre-registration: refuse before any work
     t0 = time.time()
     if isinstance(task, TaskConfig):
         task_dir = ensure_sft_model(task, root=cache_root, log=log, threads=bench.threads)
@@ -325,9 +374,10 @@ def run_all(bench: BenchConfig, task, results_dir: Path, cache_root: Path | None
     runs_dir.mkdir(parents=True, exist_ok=True)
     # Records of finished runs with the same settings are reused (an interrupted benchmark resumes); the others
     # are run again. Records of methods or seeds not asked for are left alone and not reported.
-    # HiR next to RL-IR (GRPO), random replay next to RL-CR: with 2 jobs, the two runs whose step costs are compared
-    # run at the same time, under the same outside load.
-    rank = {"hir": 0, "rl_ir": 1, "hir_paper": 2, "rl_cr": 3, "random": 4, "hir_cla": 5}
+    # Seed by seed, HiR's default next to RL-CR, binary-reward HiR next to RL-IR, each paper-family HiR next to its
+    # RL-CR: with 2 jobs, the runs compared most closely run at the same time, under the same outside load.
+    rank = {"hir_cla": 0, "rl_cr": 1, "hir": 2, "rl_ir": 3, "hir_paper_rpp": 4, "rl_cr_rpp": 5, "rl_ir_rpp": 6,
+            "hir_paper": 7, "random": 8}
     jobs = [(method, seed) for seed in bench.seeds for method in sorted(bench.methods, key=rank.get)]
     t1 = time.time()
     with ThreadPoolExecutor(max_workers=max(1, bench.jobs)) as pool:

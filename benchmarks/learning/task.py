@@ -404,7 +404,8 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def score_responses(rows: Sequence[dict[str, Any]], responses: Sequence[str]) -> dict[str, Any]:
-    """ILA, CLA and per-family accuracy of ``responses[i]`` on ``rows[i]`` (hir-trl's `ConstraintReward`)."""
+    """ILA, CLA and per-family accuracy of ``responses[i]`` on ``rows[i]`` (hir-trl's `ConstraintReward`), and
+    ``"passed"``: each completion's verdicts as a `verdict_string`."""
     from hir_trl.data import normalize_native_row
     from hir_trl.rewards import ConstraintReward
 
@@ -417,7 +418,13 @@ def score_responses(rows: Sequence[dict[str, Any]], responses: Sequence[str]) ->
             per_family[FAMILY_OF_ID[c["instruction_id"]]].append(float(ok))
     ila, cla = matrix.ila(), matrix.cla()
     return {"ila": sum(ila) / len(ila), "cla": sum(cla) / len(cla),
-            "family": {f: (sum(v) / len(v) if v else float("nan")) for f, v in per_family.items()}}
+            "family": {f: (sum(v) / len(v) if v else float("nan")) for f, v in per_family.items()},
+            "passed": [verdict_string(matrix.passed(r)) for r in range(len(normalized))]}
+
+
+def verdict_string(passed: Sequence[bool]) -> str:
+    """One completion's verdicts, a '1' or '0' per constraint in the row's order."""
+    return "".join("1" if ok else "0" for ok in passed)
 
 
 def sample_responses(model, tokenizer, rows: Sequence[dict[str, Any]], samples: int = 1, temperature: float = 1.0,

@@ -1,0 +1,237 @@
+"""The decisive experiment: pre-registered arms, seeds and evaluation size, run and decided by paired intervals.
+
+A pre-registration file (``benchmarks/preregistered/decisive-<task>.yaml``) fixes, before any of its runs start,
+the task, the settings every arm shares (`benchmarks.learning.run.BenchConfig`), the arms of each family, the seeds,
+the evaluation size and the decision rule. ``run`` executes it through the learning benchmark's harness (each run
+record names the commit of its pre-registration, and finished records are reused, so an interrupted run resumes);
+``decide`` turns every pre-registration's records into ``benchmarks/results-decisive/decision.json``: one object per
+(task, family, pair) with the paired differences, their 95% t-interval and the decision
+(`benchmarks.learning.paired.decide`), plus the bootstrap over seeds and prompts and the budget comparisons.
+
+Usage (from the repository root)::
+
+    python -m benchmarks.learning.decisive run benchmarks/preregistered/decisive-synthetic.yaml --family trl
+    python -m benchmarks.learning.decisive run benchmarks/preregistered/decisive-synthetic.yaml --family trl \\
+        --arms hir,rl_cr --seeds 0,1                      # a subset, in the pre-registered settings
+    python -m benchmarks.learning.decisive decide         # decision.json and decision.md from every record so far
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from benchmarks.learning import paired  # noqa: E402
+
+PREREGISTERED = REPO_ROOT / "benchmarks" / "preregistered"
+DECISION_DIR = REPO_ROOT / "benchmarks" / "results-decisive"
+#: The comparisons every family is decided on: (HiR arm, baseline arm), by the arm roles of the pre-registration.
+PAIRS = (("hir", "rl_cr"), ("hir", "rl_ir"))
+#: The name of each family's HiR arm in decision.json.
+HIR_ARM_NAMES = {"trl": "hir_default", "paper": "hir_paper"}
+
+
+def load_preregistration(path: str | Path) -> dict[str, Any]:
+    """The pre-registration as a dict, with its repository-relative ``path``.
+
+    Raises:
+        ValueError: a required key is missing, or an arm names an unknown method.
+    """
+    import yaml
+
+    from benchmarks.learning.run import METHODS
+
+    path = Path(path).resolve()
+    spec = yaml.safe_load(path.read_text())
+    for key in ("experiment", "task", "bench", "families", "decision_rule", "results_dir"):
+        if key not in spec:
+            raise ValueError(f"{path}: missing key {key!r}")
+    for family, entry in spec["families"].items():
+        for role in ("hir", "rl_cr", "rl_ir"):
+            method = entry["arms"].get(role)
+            if method not in METHODS:
+                raise ValueError(f"{path}: family {family!r}, arm {role!r}: unknown method {method!r}")
+        if not entry.get("seeds"):
+            raise ValueError(f"{path}: family {family!r} has no seeds")
+    spec["path"] = str(path.relative_to(REPO_ROOT))
+    return spec
+
+
+def bench_config(spec: dict[str, Any], methods: Sequence[str], seeds: Sequence[int], **overrides: Any):
+    """The `BenchConfig` of a pre-registration for ``methods`` x ``seeds`` (``overrides``: only how runs are
+    scheduled, ``jobs`` / ``threads`` / ``device``: never a setting of the runs)."""
+    from benchmarks.learning.run import BenchConfig
+
+    unknown = set(overrides) - {"jobs", "threads", "device"}
+    if unknown:
+        raise ValueError(f"only jobs, threads and device may differ from the pre-registration (got {sorted(unknown)})")
+    values = dict(spec["bench"], methods=tuple(methods), seeds=tuple(seeds), preregistration=spec["path"])
+    values.update(overrides)
+    return BenchConfig(**values)
+
+
+def task_config(spec: dict[str, Any]):
+    if spec["task"] == "synthetic":
+        from benchmarks.learning.task import TaskConfig
+
+        return TaskConfig(**(spec.get("task_config") or {}))
+    from benchmarks.learning.real_task import RealTaskConfig
+
+    values = dict(spec.get("task_config") or {})
+    if "instruction_ids" in values:
+        values["instruction_ids"] = tuple(values["instruction_ids"])
+    return RealTaskConfig(**values)
+
+
+def run(spec: dict[str, Any], family: str, roles: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
+        cache_root: Path | None = None, **scheduling: Any) -> None:
+    """Run (or resume) the pre-registered runs of ``family``: ``roles`` (default all arms) x ``seeds`` (default
+    the pre-registered ones, which a subset must come from)."""
+    from benchmarks.learning.run import run_all
+
+    entry = spec["families"][family]
+    roles = list(roles or entry["arms"])
+    registered = list(entry["seeds"])
+    seeds = list(seeds) if seeds is not None else registered
+    if set(seeds) - set(registered):
+        raise ValueError(f"seeds {sorted(set(seeds) - set(registered))} are not pre-registered for {family!r}")
+    methods = [entry["arms"][role] for role in roles]
+    bench = bench_config(spec, methods, seeds, **scheduling)
+    kwargs = {"cache_root": cache_root} if cache_root else {}
+    run_all(bench, task_config(spec), REPO_ROOT / spec["results_dir"],
+            log=lambda s: print(time.strftime("%H:%M:%S"), s, flush=True), **kwargs)
+
+
+def decide_all(specs: Sequence[dict[str, Any]], bootstrap_reps: int = 10_000) -> list[dict[str, Any]]:
+    """One decision object per (task, family, pair) of every pre-registration, from the records found so far.
+
+    A pair with fewer than 2 common seeds gets ``decision: "not run"``; ``complete`` says whether every
+    pre-registered seed is in.
+    """
+    out = []
+    for spec in specs:
+        runs = paired.load_runs(REPO_ROOT / spec["results_dir"] / "runs")
+        for family, entry in spec["families"].items():
+            for hir_role, base_role in PAIRS:
+                hir_method, base_method = entry["arms"][hir_role], entry["arms"][base_role]
+                registered = list(entry["seeds"])
+                # only records of this pre-registration and its seeds count
+                def ours(method: str) -> list[dict[str, Any]]:
+                    return [r for r in runs.get(method, [])
+                            if (r.get("preregistration") or {}).get("path") == spec["path"]
+                            and r["seed"] in registered]
+
+                hir_runs, base_runs = ours(hir_method), ours(base_method)
+                common = sorted({r["seed"] for r in hir_runs} & {r["seed"] for r in base_runs})
+                commits = sorted({r["preregistration"]["commit"] for r in hir_runs + base_runs})
+                item: dict[str, Any] = {
+                    "task": spec["task"], "family": family, "hir_arm": HIR_ARM_NAMES.get(family, hir_role),
+                    "baseline_arm": base_role, "methods": {"hir": hir_method, "baseline": base_method},
+                    "seeds": common, "seeds_preregistered": registered, "complete": common == sorted(registered),
+                    "eval_completions": spec["bench"]["eval_prompts"] * spec["bench"]["eval_samples"],
+                    "preregistration": {"path": spec["path"], "commit": commits[0] if len(commits) == 1 else commits},
+                }
+                if len(common) < 2:
+                    item.update(decision="not run", mean_diff_points=None, ci95_low=None, ci95_high=None)
+                    out.append(item)
+                    continue
+                result = paired.compare([r for r in hir_runs if r["seed"] in common],
+                                        [r for r in base_runs if r["seed"] in common], bootstrap_reps=bootstrap_reps)
+                item.update(
+                    eval_completions=result["eval_completions"] or item["eval_completions"],
+                    mean_diff_points=result["t"]["mean"], ci95_low=result["t"]["low"], ci95_high=result["t"]["high"],
+                    decision=result["decision"], sd_diff_points=result["t"]["sd"],
+                    diff_points_per_seed=result["diffs"], hir_final_ila_points=result["final_a"],
+                    baseline_final_ila_points=result["final_b"], bootstrap_seeds_prompts=result.get("bootstrap"),
+                    auc_ila_vs_tokens_diff={"mean": result["auc_tokens"]["t"]["mean"],
+                                            "ci95_low": result["auc_tokens"]["t"]["low"],
+                                            "ci95_high": result["auc_tokens"]["t"]["high"],
+                                            "per_seed": result["auc_tokens"]["diffs"]},
+                    auc_ila_vs_seconds_diff={"mean": result["auc_seconds"]["t"]["mean"],
+                                             "ci95_low": result["auc_seconds"]["t"]["low"],
+                                             "ci95_high": result["auc_seconds"]["t"]["high"],
+                                             "per_seed": result["auc_seconds"]["diffs"]},
+                    tokens_to_reach_baseline_final=paired.tokens_to_match(
+                        [r for r in hir_runs if r["seed"] in common], [r for r in base_runs if r["seed"] in common]),
+                )
+                out.append(item)
+    return out
+
+
+def _markdown(decisions: Sequence[dict[str, Any]]) -> str:
+    lines = ["# Decisive experiment: decisions so far", "",
+             "Rule (pre-registered): 95% t-interval of the mean paired difference in final held-out ILA (points), "
+             "HiR arm minus baseline: lower bound > 0 -> HiR ahead; upper bound < +1 -> no useful gain; otherwise "
+             "undecided. Generated by `python -m benchmarks.learning.decisive decide`.", "",
+             "| task | family | HiR arm | baseline | seeds (of pre-registered) | completions per eval | mean diff | 95% CI "
+             "| bootstrap 95% (seeds x prompts) | decision | AUC vs tokens diff | HiR tokens to baseline's final / "
+             "baseline's |", "|" + "---|" * 12]
+    for d in decisions:
+        if d["mean_diff_points"] is None:
+            lines.append(f"| {d['task']} | {d['family']} | {d['hir_arm']} | {d['baseline_arm']} | "
+                         f"{len(d['seeds'])} of {len(d['seeds_preregistered'])} | {d['eval_completions']} | - | - | - "
+                         f"| {d['decision']} | - | - |")
+            continue
+        boot = d.get("bootstrap_seeds_prompts") or {}
+        boot_text = f"[{boot['low']:+.2f}, {boot['high']:+.2f}]" if boot else "-"
+        auc = d["auc_ila_vs_tokens_diff"]
+        ratio = d["tokens_to_reach_baseline_final"]["ratio"]
+        lines.append(f"| {d['task']} | {d['family']} | {d['hir_arm']} | {d['baseline_arm']} | "
+                     f"{len(d['seeds'])} of {len(d['seeds_preregistered'])} | {d['eval_completions']} | "
+                     f"{d['mean_diff_points']:+.2f} | [{d['ci95_low']:+.2f}, {d['ci95_high']:+.2f}] | {boot_text} | "
+                     f"**{d['decision']}** | {auc['mean']:+.2f} [{auc['ci95_low']:+.2f}, {auc['ci95_high']:+.2f}] | "
+                     f"{'not reached' if ratio is None else f'{ratio:.2f}'} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_decisions(specs: Sequence[dict[str, Any]], out_dir: Path = DECISION_DIR) -> list[dict[str, Any]]:
+    decisions = decide_all(specs)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "decision.json").write_text(json.dumps(decisions, indent=2) + "\n")
+    (out_dir / "decision.md").write_text(_markdown(decisions))
+    return decisions
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run_parser = sub.add_parser("run", help="run (or resume) a pre-registration's runs")
+    run_parser.add_argument("preregistration", type=Path)
+    run_parser.add_argument("--family", required=True)
+    run_parser.add_argument("--arms", default=None, help="comma-separated arm roles (hir, rl_cr, rl_ir)")
+    run_parser.add_argument("--seeds", default=None, help="comma-separated, from the pre-registered seeds")
+    run_parser.add_argument("--jobs", type=int, default=None)
+    run_parser.add_argument("--threads", type=int, default=None)
+    run_parser.add_argument("--cache-dir", type=Path, default=None)
+    decide_parser = sub.add_parser("decide", help="write decision.json / decision.md from the records so far")
+    decide_parser.add_argument("preregistrations", nargs="*", type=Path,
+                               help="default: every benchmarks/preregistered/decisive-*.yaml")
+    ns = parser.parse_args(argv)
+    if ns.command == "run":
+        spec = load_preregistration(ns.preregistration)
+        if ns.family not in spec["families"]:
+            parser.error(f"family {ns.family!r} is not in {ns.preregistration} ({sorted(spec['families'])})")
+        scheduling = {k: v for k, v in (("jobs", ns.jobs), ("threads", ns.threads)) if v is not None}
+        run(spec, ns.family, roles=ns.arms.split(",") if ns.arms else None,
+            seeds=[int(s) for s in ns.seeds.split(",")] if ns.seeds else None, cache_root=ns.cache_dir,
+            **scheduling)
+        return
+    paths = ns.preregistrations or sorted(PREREGISTERED.glob("decisive-*.yaml"))
+    decisions = write_decisions([load_preregistration(p) for p in paths])
+    for d in decisions:
+        ci = "-" if d["ci95_low"] is None else f"[{d['ci95_low']:+.2f}, {d['ci95_high']:+.2f}]"
+        print(f"{d['task']:9s} {d['family']:5s} {d['hir_arm']} - {d['baseline_arm']}: seeds {d['seeds']} "
+              f"CI {ci} -> {d['decision']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""Paired comparisons and the decision rule of the decisive experiment (benchmarks/learning/paired.py, decisive.py)."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from benchmarks.learning import paired
+
+pytest.importorskip("scipy")
+
+
+def _record(method: str, seed: int, final_passed: list[str], rows: list[str], samples: int,
+            tokens_per_step: int = 100, start_ila: float = 0.05) -> dict:
+    """A run record with two evaluations (step 0 and step 2) and two steps."""
+    final_ila = sum("0" not in v for v in final_passed) / len(final_passed)
+    return {
+        "method": method, "seed": seed,
+        "evals": [{"step": 0, "ila": start_ila},
+                  {"step": 2, "ila": final_ila, "verdicts": {"rows": rows, "samples": samples, "passed": final_passed}}],
+        "steps": [{"step": 1, "generated_tokens": tokens_per_step, "step_seconds": 1.0},
+                  {"step": 2, "generated_tokens": tokens_per_step, "step_seconds": 1.0}],
+    }
+
+
+def test_decision_rule_boundaries():
+    assert paired.decide(0.01, 3.0) == paired.HIR_AHEAD
+    assert paired.decide(0.0, 3.0) == paired.UNDECIDED          # a lower bound of exactly 0 is not > 0
+    assert paired.decide(-2.0, 0.99) == paired.NO_USEFUL_GAIN
+    assert paired.decide(-2.0, 1.0) == paired.UNDECIDED
+    assert paired.decide(-5.0, -1.0) == paired.NO_USEFUL_GAIN   # HiR behind: its gain is not useful either
+
+
+def test_t_interval_matches_the_textbook_formula():
+    values = [-2.3, 3.1, 3.9, -2.3, 5.1]
+    t = paired.t_interval(values)
+    # t(0.975, 4) = 2.776445
+    mean = sum(values) / 5
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / 4)
+    assert t["mean"] == pytest.approx(mean)
+    assert t["half_width"] == pytest.approx(2.776445 * sd / math.sqrt(5), rel=1e-5)
+    assert (t["low"], t["high"]) == pytest.approx((mean - t["half_width"], mean + t["half_width"]))
+    assert math.isinf(paired.t_interval([1.0])["half_width"])
+
+
+def test_seeds_for_half_width_is_the_smallest_sufficient_n():
+    n = paired.seeds_for_half_width(2.31, 1.5)
+    assert paired.expected_half_width(2.31, n) <= 1.5 < paired.expected_half_width(2.31, n - 1)
+
+
+def test_per_prompt_ila_reads_row_major_verdicts():
+    evaluation = {"verdicts": {"rows": ["a", "b"], "samples": 2, "passed": ["11", "10", "01", "00"]}}
+    assert paired.per_prompt_ila(evaluation) == (["a", "b"], [0.5, 0.0])
+    with pytest.raises(ValueError, match="3 verdict strings"):
+        paired.per_prompt_ila({"verdicts": {"rows": ["a", "b"], "samples": 2, "passed": ["1", "1", "1"]}})
+
+
+def test_normalized_auc_and_budget_to_reach():
+    assert paired.normalized_auc([0, 10, 20], [5, 5, 5], 20) == pytest.approx(5)
+    # a line from 0 to 10 over [0, 10]: mean 5; cut at 5: mean 2.5
+    assert paired.normalized_auc([0, 10], [0, 10], 10) == pytest.approx(5)
+    assert paired.normalized_auc([0, 10], [0, 10], 5) == pytest.approx(2.5)
+    assert paired.budget_to_reach([0, 10, 20], [0, 4, 8], 6) == pytest.approx(15)
+    assert paired.budget_to_reach([0, 10], [0, 4], 6) is None
+
+
+def test_bootstrap_of_a_constant_difference_is_that_constant():
+    boot = paired.bootstrap_interval([[2.0] * 7 for _ in range(4)], reps=500)
+    assert boot["low"] == pytest.approx(2.0) and boot["high"] == pytest.approx(2.0)
+
+
+def test_compare_pairs_by_seed_and_decides():
+    rng = random.Random(0)
+    rows, samples = [f"p{i}" for i in range(20)], 4
+    runs_a, runs_b = [], []
+    for seed in range(6):
+        # arm A meets every constraint on 40% of completions, arm B on 10%: a clear, seed-stable gap
+        a = ["11" if rng.random() < 0.4 else "10" for _ in range(len(rows) * samples)]
+        b = ["11" if rng.random() < 0.1 else "01" for _ in range(len(rows) * samples)]
+        runs_a.append(_record("hir_cla", seed, a, rows, samples, tokens_per_step=75))
+        runs_b.append(_record("rl_cr", seed, b, rows, samples))
+    runs_b.append(_record("rl_cr", 99, ["11"] * 80, rows, samples))  # unpaired seed: ignored
+    result = paired.compare(runs_a, runs_b, bootstrap_reps=1000)
+    assert result["seeds"] == list(range(6))
+    expected = [100 * (sum("0" not in v for v in ra["evals"][1]["verdicts"]["passed"])
+                       - sum("0" not in v for v in rb["evals"][1]["verdicts"]["passed"])) / 80
+                for ra, rb in zip(runs_a, runs_b)]
+    assert result["diffs"] == pytest.approx(expected)
+    assert result["eval_completions"] == 80
+    assert result["t"]["low"] > 0 and result["decision"] == paired.HIR_AHEAD
+    assert result["bootstrap"]["low"] <= result["t"]["mean"] <= result["bootstrap"]["high"]
+    # HiR spends 75% of the tokens: over the common token budget its curve is compared on the same x range
+    assert all(d > 0 for d in result["auc_tokens"]["diffs"])
+    match = paired.tokens_to_match(runs_a, runs_b)
+    assert match["ratio"] is not None and match["ratio"] < 0.75
+
+
+def test_compare_refuses_evaluations_on_different_prompts():
+    a = _record("hir_cla", 0, ["1"] * 4, ["p0", "p1"], 2)
+    b = _record("rl_cr", 0, ["1"] * 4, ["p0", "p2"], 2)
+    c = _record("hir_cla", 1, ["1"] * 4, ["p0", "p1"], 2)
+    with pytest.raises(ValueError, match="seed 0"):
+        paired.compare([a], [b])
+    with pytest.raises(ValueError, match="share no seed"):
+        paired.compare([c], [b])
+
+
+def test_decisive_preregistrations_load_and_name_known_methods():
+    from benchmarks.learning.decisive import PREREGISTERED, bench_config, load_preregistration
+
+    paths = sorted(PREREGISTERED.glob("decisive-*.yaml"))
+    assert paths, "no pre-registration committed"
+    for path in paths:
+        spec = load_preregistration(path)
+        bench = bench_config(spec, ["rl_cr"], spec["families"]["trl"]["seeds"])
+        assert bench.preregistration == spec["path"]
+        assert bench.eval_prompts * bench.eval_samples >= 800
+        with pytest.raises(ValueError, match="only jobs, threads and device"):
+            bench_config(spec, ["rl_cr"], [0], learning_rate=1.0)
+
+
+def test_run_refuses_an_uncommitted_preregistration(tmp_path):
+    from benchmarks.learning.run import REPO_ROOT, BenchConfig, preregistration_of
+
+    assert preregistration_of(BenchConfig()) is None
+    with pytest.raises(RuntimeError, match="does not exist"):
+        preregistration_of(BenchConfig(preregistration="benchmarks/preregistered/missing.yaml"))
+    if not (REPO_ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    probe = REPO_ROOT / "benchmarks" / "preregistered" / f"probe-{tmp_path.name}.yaml"
+    probe.write_text("experiment: probe\n")
+    try:
+        with pytest.raises(RuntimeError, match="not committed"):
+            preregistration_of(BenchConfig(preregistration=str(probe.relative_to(REPO_ROOT))))
+    finally:
+        probe.unlink()
+    committed = sorted((REPO_ROOT / "benchmarks" / "preregistered").glob("decisive-*.yaml"))[0]
+    tracked = subprocess.run(["git", "-C", str(REPO_ROOT), "ls-files", "--error-unmatch", str(committed)],
+                             capture_output=True).returncode == 0
+    if tracked and not subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", str(committed)],
+                                      capture_output=True, text=True).stdout:
+        found = preregistration_of(BenchConfig(preregistration=str(committed.relative_to(REPO_ROOT))))
+        assert len(found["commit"]) == 40 and found["path"].endswith(Path(committed).name)
+
+
+def test_decide_all_marks_pairs_without_runs(tmp_path, monkeypatch):
+    from benchmarks.learning import decisive
+
+    spec = {"experiment": "x", "task": "synthetic", "path": "benchmarks/preregistered/x.yaml",
+            "bench": {"eval_prompts": 2, "eval_samples": 2}, "results_dir": str(tmp_path / "res"),
+            "families": {"trl": {"arms": {"hir": "hir_cla", "rl_cr": "rl_cr", "rl_ir": "rl_ir"}, "seeds": [0, 1]}}}
+    runs_dir = tmp_path / "res" / "runs"
+    runs_dir.mkdir(parents=True)
+    prereg = {"path": spec["path"], "commit": "c" * 40}
+    for method, passed in (("hir_cla", ["1", "1", "1", "0"]), ("rl_cr", ["1", "0", "0", "0"])):
+        for seed in (0, 1):
+            record = _record(method, seed, passed if seed == 0 else passed[::-1], ["p0", "p1"], 2)
+            record["preregistration"] = prereg
+            (runs_dir / f"{method}-seed{seed}.json").write_text(json.dumps(record))
+    monkeypatch.setattr(decisive, "REPO_ROOT", Path("/"))
+    decisions = decisive.decide_all([spec], bootstrap_reps=200)
+    by_pair = {(d["hir_arm"], d["baseline_arm"]): d for d in decisions}
+    cr = by_pair[("hir_default", "rl_cr")]
+    assert cr["seeds"] == [0, 1] and cr["complete"] and cr["mean_diff_points"] == pytest.approx(50.0)
+    assert cr["preregistration"] == prereg and cr["eval_completions"] == 4
+    assert by_pair[("hir_default", "rl_ir")]["decision"] == "not run"
