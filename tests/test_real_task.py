@@ -9,6 +9,7 @@ import pytest
 
 from benchmarks.learning.real_task import (
     CONSTRAINT_TYPES,
+    TYPE_OF_ID,
     LISTING_SEPARATOR,
     RealTaskConfig,
     build_rows,
@@ -179,7 +180,7 @@ def test_real_task_benchmark_end_to_end(tmp_path, tiny_model_path):
     assert set(runs) == {"hir-seed0", "rl_ir-seed0"}
     for run in runs.values():
         assert [e["step"] for e in run["evals"]] == [0, 1, 2]
-        assert set(run["evals"][0]["family"]) == set(CONSTRAINT_TYPES)
+        assert set(run["evals"][0]["family"]) == set(TYPE_OF_ID.values())
         assert run["bench"]["lora_rank"] == 4
     # HiR samples m = 6 per prompt, plus at most k = 2 supplementary samples per group short of candidates.
     assert 2 * 6 <= runs["hir-seed0"]["steps"][0]["generated_sequences"] <= 2 * (6 + 2)

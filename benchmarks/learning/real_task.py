@@ -78,7 +78,18 @@ CONSTRAINT_TYPES: dict[str, str] = {
     "keyword": "keywords:existence",
     "placeholders": "detectable_content:number_placeholders",
 }
-TYPE_OF_ID = {v: k for k, v in CONSTRAINT_TYPES.items()}
+#: Further types a task may draw from (``RealTaskConfig.instruction_ids``), measured by the base-model pilot.
+EXTRA_TYPES: dict[str, str] = {
+    "capital_words": "change_case:capital_word_frequency",
+    "sentences": "length_constraints:number_sentences",
+    "word_count": "length_constraints:number_words",
+    "keyword_frequency": "keywords:frequency",
+    "letter_frequency": "keywords:letter_frequency",
+    "exclamation": "punctuation:punctuation_exclamation",
+    "end_phrase": "startend:end_checker",
+    "bullets": "detectable_format:number_bullet_lists",
+}
+TYPE_OF_ID = {v: k for k, v in {**CONSTRAINT_TYPES, **EXTRA_TYPES}.items()}
 
 
 @dataclass(frozen=True)
@@ -97,6 +108,8 @@ class RealTaskConfig:
         max_new_tokens / temperature: the sampling of those completions (the benchmark's settings).
         model_dir: the starting checkpoint (relative to the repository root, or absolute). When it holds no model,
             SmolLM2-135M-Instruct is converted into it (`hir_trl.models.ensure_smollm2_model`).
+        task_suffix: text appended to every task x (part of x, so kept in every hindsight instruction), e.g. a
+            request for a short answer that the model can finish within ``max_new_tokens``.
     """
 
     seed: int = 0
@@ -112,9 +125,13 @@ class RealTaskConfig:
     max_new_tokens: int = 64
     temperature: float = 1.0
     model_dir: str = "outputs/SmolLM2-135M-Instruct"
+    task_suffix: str = ""
 
     def key(self) -> str:
-        blob = json.dumps(dataclasses.asdict(self), sort_keys=True) + f"|real-task-v{TASK_VERSION}"
+        values = dataclasses.asdict(self)
+        if not values["task_suffix"]:  # a field added later: configs without it keep their key
+            del values["task_suffix"]
+        blob = json.dumps(values, sort_keys=True) + f"|real-task-v{TASK_VERSION}"
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -192,6 +209,8 @@ def make_row(task: str, index: str, rng: random.Random, cfg: RealTaskConfig) -> 
     from hir_trl.verifiers import FAMILIES
 
     count = rng.randint(cfg.min_constraints, cfg.max_constraints)
+    if cfg.task_suffix:
+        task = f"{task} {cfg.task_suffix}"
     drawn = sample_constraints(rng, task, count, list(cfg.instruction_ids))
     constraints = []
     for instruction_id, kwargs in drawn:
@@ -230,7 +249,8 @@ def score_responses(rows: Sequence[dict[str, Any]], responses: Sequence[str]) ->
         completion's verdicts as a `benchmarks.learning.task.verdict_string`.
 
     Raises:
-        ValueError: ``rows`` and ``responses`` differ in length; a constraint type outside `CONSTRAINT_TYPES`.
+        ValueError: ``rows`` and ``responses`` differ in length; a constraint type outside `CONSTRAINT_TYPES` and
+            `EXTRA_TYPES`.
     """
     from hir_trl.data import normalize_native_row
     from hir_trl.rewards import ConstraintReward
@@ -241,10 +261,11 @@ def score_responses(rows: Sequence[dict[str, Any]], responses: Sequence[str]) ->
     for i, n in enumerate(normalized):
         unknown = [c["instruction_id"] for c in n["constraints"] if c["instruction_id"] not in TYPE_OF_ID]
         if unknown:
-            raise ValueError(f"row {i} ({rows[i].get('id')}): constraint types {unknown} are not in CONSTRAINT_TYPES")
+            raise ValueError(f"row {i} ({rows[i].get('id')}): constraint types {unknown} are not in CONSTRAINT_TYPES "
+                             "or EXTRA_TYPES")
     matrix = ConstraintReward().verify([n["prompt"] for n in normalized], list(responses),
                                        [n["constraints"] for n in normalized])
-    per_type: dict[str, list[float]] = {name: [] for name in CONSTRAINT_TYPES}
+    per_type: dict[str, list[float]] = {name: [] for name in TYPE_OF_ID.values()}
     for r, n in enumerate(normalized):
         for c, ok in zip(n["constraints"], matrix.passed(r)):
             per_type[TYPE_OF_ID[c["instruction_id"]]].append(float(ok))
@@ -365,7 +386,7 @@ def _build(cfg: RealTaskConfig, out: Path, log) -> None:
     base = measure_base_rates(model_dir, data["eval"], cfg, log)
     meta = {"kind": "real", "config": dataclasses.asdict(cfg), "key": cfg.key(), "model_dir": str(model_dir),
             "parameters": base.pop("parameters"), "vocab_size": base.pop("vocab_size"),
-            "families": list(CONSTRAINT_TYPES),
+            "families": [TYPE_OF_ID[i] for i in cfg.instruction_ids],
             "description": f"Real MulDimIF requests with {cfg.min_constraints}-{cfg.max_constraints} "
                            f"programmatic IFEval constraints ({len(cfg.instruction_ids)} types), "
                            f"model {Path(cfg.model_dir).name}",
@@ -395,6 +416,48 @@ def measure_base_rates(model_dir: Path, rows: Sequence[dict[str, Any]], cfg: Rea
                   examples=responses[:4])
     log(f"  base model on held-out rows: ILA {scores['ila']:.3f} CLA {scores['cla']:.3f} "
         f"({len(responses)} completions, {scores['seconds']:.0f}s)")
+    return scores
+
+
+# ------------------------------------------------------------------------------------------------ base-model pilot
+
+
+def measure_training_pool(cfg: RealTaskConfig, rows: int, samples: int, max_new_tokens: int, seed: int = 4321,
+                          batch_size: int = 32, log=print) -> dict[str, Any]:
+    """The base model on the first ``rows`` training rows of ``cfg`` (a pilot: it measures the base model only).
+
+    Returns:
+        `score_responses` of ``samples`` completions per row (temperature ``cfg.temperature``, up to
+        ``max_new_tokens``), plus ``truncated_fraction`` (completions that reached the limit), completion-length
+        percentiles (tokens), ``seconds`` and ``cpu_seconds``, the per-type counts, and the config.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from hir_trl.models import ensure_smollm2_model
+
+    model_dir = REPO_ROOT / cfg.model_dir
+    if not (model_dir / "config.json").is_file():
+        ensure_smollm2_model(model_dir)
+    pool = build_rows(cfg)["rl"][:rows]
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    start, cpu_start = time.perf_counter(), time.process_time()
+    scores, responses = evaluate_held_out(model, tokenizer, pool, samples=samples, temperature=cfg.temperature,
+                                          max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size)
+    lengths = sorted(len(tokenizer(r, add_special_tokens=False)["input_ids"]) for r in responses)
+
+    def pct(q: float) -> int:
+        return lengths[min(len(lengths) - 1, int(q * len(lengths)))]
+
+    scores.pop("passed")
+    scores.update(config=dataclasses.asdict(cfg), rows=len(pool), samples=samples, max_new_tokens=max_new_tokens,
+                  truncated_fraction=sum(n >= max_new_tokens for n in lengths) / len(lengths),
+                  length_percentiles={"p50": pct(0.5), "p75": pct(0.75), "p90": pct(0.9), "max": lengths[-1]},
+                  seconds=time.perf_counter() - start, cpu_seconds=time.process_time() - cpu_start,
+                  examples=responses[:3])
+    log(f"  base model on {len(pool)} training rows x {samples}: ILA {scores['ila']:.3f} CLA {scores['cla']:.3f}, "
+        f"truncated {scores['truncated_fraction']:.3f} ({scores['seconds']:.0f}s)")
     return scores
 
 
@@ -474,7 +537,7 @@ class _CpuTime(TrainerCallback):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m benchmarks.learning.real_task build|ifeval|pilot``; prints a JSON summary."""
+    """``python -m benchmarks.learning.real_task build|base|ifeval|pilot``; prints a JSON summary."""
     import os
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -491,6 +554,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ifeval.add_argument("--temperature", type=float, default=0.0)
     ifeval.add_argument("--batch-size", type=int, default=16)
     ifeval.add_argument("--limit", type=int, default=None)
+    base = sub.add_parser("base", help="the base model on the training pool: ILA, per-type rates, truncation")
+    base.add_argument("--task-json", default=None, help="RealTaskConfig overrides as JSON")
+    base.add_argument("--rows", type=int, default=96)
+    base.add_argument("--samples", type=int, default=2)
+    base.add_argument("--max-new-tokens", type=int, default=128)
+    base.add_argument("--output", type=Path, default=None, help="write the JSON result here too")
     pilot = sub.add_parser("pilot", help="seconds per training step on the real model")
     pilot.add_argument("--method", choices=("hir", "grpo"), default="hir")
     pilot.add_argument("--lora", action="store_true")
@@ -507,7 +576,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if ns.threads:
         torch.set_num_threads(ns.threads)
-    if ns.command == "ifeval":
+    if ns.command == "base":
+        values = json.loads(ns.task_json or "{}")
+        if "instruction_ids" in values:
+            values["instruction_ids"] = tuple(values["instruction_ids"])
+        result = measure_training_pool(RealTaskConfig(**values), ns.rows, ns.samples, ns.max_new_tokens,
+                                       log=lambda s: print(time.strftime("%H:%M:%S"), s, file=sys.stderr, flush=True))
+        result["torch_threads"] = torch.get_num_threads()
+    elif ns.command == "ifeval":
         result = score_ifeval(ns.model, ns.output_dir, max_tokens=ns.max_tokens, temperature=ns.temperature,
                               batch_size=ns.batch_size, limit=ns.limit, threads=ns.threads)
     elif ns.command == "pilot" and ns.rows is not None:
@@ -542,12 +618,14 @@ if __name__ == "__main__":
 
 __all__ = [
     "CONSTRAINT_TYPES",
+    "EXTRA_TYPES",
     "RealTaskConfig",
     "build_rows",
     "ensure_real_task",
     "evaluate_held_out",
     "load_muldimif_tasks",
     "make_row",
+    "measure_training_pool",
     "pilot_steps",
     "score_ifeval",
     "score_responses",
