@@ -55,6 +55,10 @@ def test_toy_benchmark_end_to_end(tmp_path):
                                           "optimizer"))
             assert parts == pytest.approx(step["step_seconds"], rel=0.05)
             assert step["generated_tokens"] > 0
+    # the step-0 evaluation (the starting checkpoint, fixed sampling seed) is computed once and shared
+    first, second = (runs[name]["evals"][0] for name in ("hir-seed0", "rl_ir-seed0"))
+    assert first["verdicts"] == second["verdicts"] and first["ila"] == second["ila"]
+    assert "cached" in first and "cached" in second
     # HiR samples m = 6 per prompt, plus a supplementary sample for each replay slot no candidate fills (the toy
     # model rarely ends a completion, and cut-off completions are not replayed by default); RL-IR samples m + k = 8.
     # Only HiR runs the selection; neither runs a no-grad pass (issue 13: HiR records its token entropies and

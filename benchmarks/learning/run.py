@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import os
 import subprocess
@@ -125,12 +126,16 @@ PRESETS: dict[str, dict[str, Any]] = {
 class HeldOutEval:
     """TrainerCallback: held-out ILA / CLA / per-family accuracy at step 0 and every ``every`` steps."""
 
-    def __init__(self, rows, bench: BenchConfig, profiler, tokenizer, score_responses=None):
+    def __init__(self, rows, bench: BenchConfig, profiler, tokenizer, score_responses=None,
+                 step0_cache: Path | None = None):
         from transformers import TrainerCallback
 
         from benchmarks.learning.task import score_responses as synthetic_scores
 
         self.rows, self.bench, self.profiler, self.tokenizer = rows, bench, profiler, tokenizer
+        # The step-0 evaluation is of the starting checkpoint under the fixed sampling seed, the same for every method
+        # and seed (a LoRA adapter adds exactly 0 at initialisation): computed once per task folder and reused.
+        self.step0_cache = step0_cache
         self.score_responses = score_responses or synthetic_scores
         self.records: list[dict[str, Any]] = []
         outer = self
@@ -147,10 +152,26 @@ class HeldOutEval:
         self.callback = _Callback()
 
     def evaluate(self, model, step: int) -> None:
-        from benchmarks.learning.task import sample_responses
-
         if self.records and self.records[-1]["step"] == step:
             return
+        if step == 0 and self.step0_cache is not None:
+            from filelock import FileLock
+
+            settings = {"rows": [r["id"] for r in self.rows], "samples": self.bench.eval_samples,
+                        "temperature": self.bench.eval_temperature, "max_new_tokens": self.bench.max_completion_length}
+            key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
+            path = self.step0_cache / f"eval-step0-{key}.json"
+            with FileLock(str(path) + ".lock"):
+                if not path.is_file():
+                    self._evaluate(model, 0)
+                    path.write_text(json.dumps(self.records.pop()))
+                self.records.append({**json.loads(path.read_text()), "cached": path.name})
+            return
+        self._evaluate(model, step)
+
+    def _evaluate(self, model, step: int) -> None:
+        from benchmarks.learning.task import sample_responses
+
         start = time.perf_counter()
         rows, responses = sample_responses(model, self.tokenizer, self.rows, samples=self.bench.eval_samples,
                                            temperature=self.bench.eval_temperature,
@@ -239,7 +260,8 @@ def run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_p
         real = json.loads((task_dir / "meta.json").read_text()).get("kind") == "real"
         if real:
             from benchmarks.learning.real_task import score_responses as real_scores
-        evaluator = HeldOutEval(eval_rows, bench, profiler, tokenizer, real_scores if real else None)
+        evaluator = HeldOutEval(eval_rows, bench, profiler, tokenizer, real_scores if real else None,
+                                step0_cache=task_dir)
         trainer.add_callback(evaluator.callback)
         trainer.train()
         keep = ("reward/ila", "reward/cla", "hir/generated_tokens", "hir/supplementary_samples",

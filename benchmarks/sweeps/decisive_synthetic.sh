@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The decisive experiment on the synthetic task, in the pre-registered order
+# (benchmarks/preregistered/decisive-synthetic.yaml). Resumable: finished run records are reused.
+# Run from a frozen worktree of the commit to test, so that later commits cannot change a running sweep:
+#   git worktree add /tmp/decisive <commit> && cd /tmp/decisive && \
+#       CACHE_DIR=/path/to/benchmarks/.cache bash benchmarks/sweeps/decisive_synthetic.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PY=${PYTHON:-python}
+PREREG=benchmarks/preregistered/decisive-synthetic.yaml
+cache=()
+if [ -n "${CACHE_DIR:-}" ]; then cache=(--cache-dir "$CACHE_DIR"); fi
+stage() { "$PY" -m benchmarks.learning.decisive run "$PREREG" "${cache[@]}" "$@"; }
+stage --family trl --arms hir,rl_cr
+stage --family trl --arms rl_ir
+stage --family paper --arms hir,rl_cr
+stage --family paper --arms rl_ir
+"$PY" -m benchmarks.learning.decisive decide
