@@ -186,3 +186,25 @@ def test_real_task_benchmark_end_to_end(tmp_path, tiny_model_path):
     assert 2 * 6 <= runs["hir-seed0"]["steps"][0]["generated_sequences"] <= 2 * (6 + 2)
     assert runs["rl_ir-seed0"]["steps"][0]["generated_sequences"] == 2 * 8
     assert "Real MulDimIF requests" in (tmp_path / "results" / "results.md").read_text()
+
+
+def test_task_suffix_is_part_of_x_and_keeps_old_keys():
+    """The suffix is appended to every task (so a hindsight instruction keeps it); configs without one keep the key
+    they had before the field existed."""
+    plain, short = RealTaskConfig(), RealTaskConfig(task_suffix="Answer in one sentence.")
+    assert plain.key() == "a8ddb78ab34a" and short.key() != plain.key()
+    rows = build_rows(RealTaskConfig(task_suffix="Answer in one sentence.", num_eval_tasks=4, num_rl_prompts=6))
+    assert all(r["task"].endswith(" Answer in one sentence.") for r in rows["eval"] + rows["rl"])
+
+
+def test_base_model_pilot_on_the_training_pool(tiny_model_path):
+    from benchmarks.learning.real_task import measure_training_pool
+
+    cfg = RealTaskConfig(model_dir=str(tiny_model_path), num_eval_tasks=4, num_rl_prompts=6, min_constraints=1,
+                         max_constraints=2)
+    result = measure_training_pool(cfg, rows=3, samples=2, max_new_tokens=8, log=lambda s: None)
+    assert result["rows"] == 3 and len(result["completions"]) == 6
+    met = [all(ch == "1" for ch in c["passed"]) for c in result["completions"]]
+    assert result["ila"] == pytest.approx(sum(met) / 6)
+    assert result["truncated_fraction"] == pytest.approx(sum(c["tokens"] >= 8 for c in result["completions"]) / 6)
+    assert result["fraction_at_least"] == {}  # no reporting cutoff (64, 96, ...) is within 8 tokens

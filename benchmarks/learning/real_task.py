@@ -445,14 +445,22 @@ def measure_training_pool(cfg: RealTaskConfig, rows: int, samples: int, max_new_
     start, cpu_start = time.perf_counter(), time.process_time()
     scores, responses = evaluate_held_out(model, tokenizer, pool, samples=samples, temperature=cfg.temperature,
                                           max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size)
-    lengths = sorted(len(tokenizer(r, add_special_tokens=False)["input_ids"]) for r in responses)
+    # completion lengths from the generated ids' count is not kept by evaluate_held_out: re-tokenize the text
+    # (within a token or two of the generated count; a completion that reached the limit stays at or near it)
+    by_completion = [len(tokenizer(r, add_special_tokens=False)["input_ids"]) for r in responses]
+    lengths = sorted(by_completion)
 
     def pct(q: float) -> int:
         return lengths[min(len(lengths) - 1, int(q * len(lengths)))]
 
-    scores.pop("passed")
+    expanded = [row for row in pool for _ in range(samples)]
+    completions = [{"row": row["id"], "ids": [c["instruction_id"] for c in row["constraints"]], "tokens": n,
+                    "passed": passed} for row, n, passed in zip(expanded, by_completion, scores.pop("passed"))]
+    cutoffs = [c for c in (64, 96, 128, 160, 192, 224, 256) if c <= max_new_tokens]
     scores.update(config=dataclasses.asdict(cfg), rows=len(pool), samples=samples, max_new_tokens=max_new_tokens,
                   truncated_fraction=sum(n >= max_new_tokens for n in lengths) / len(lengths),
+                  fraction_at_least={c: sum(n >= c for n in lengths) / len(lengths) for c in cutoffs},
+                  completions=completions,
                   length_percentiles={"p50": pct(0.5), "p75": pct(0.75), "p90": pct(0.9), "max": lengths[-1]},
                   seconds=time.perf_counter() - start, cpu_seconds=time.process_time() - cpu_start,
                   examples=responses[:3])
