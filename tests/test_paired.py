@@ -111,7 +111,7 @@ def test_compare_refuses_evaluations_on_different_prompts():
 
 
 def test_decisive_preregistrations_load_and_name_known_methods():
-    from benchmarks.learning.decisive import PREREGISTERED, bench_config, load_preregistration
+    from benchmarks.learning.decisive import PREREGISTERED, bench_config, load_preregistration, registered_seeds
 
     paths = sorted(PREREGISTERED.glob("decisive-*.yaml"))
     assert paths, "no pre-registration committed"
@@ -120,6 +120,10 @@ def test_decisive_preregistrations_load_and_name_known_methods():
         bench = bench_config(spec, ["rl_cr"], spec["families"]["trl"]["seeds"])
         assert bench.preregistration == spec["path"]
         assert bench.eval_prompts * bench.eval_samples >= 800
+        for entry in spec["families"].values():
+            for role in entry["arms"]:
+                assert set(registered_seeds(entry, role)) <= set(entry["seeds"])
+                assert len(registered_seeds(entry, role)) >= 3
         with pytest.raises(ValueError, match="only jobs, threads and device"):
             bench_config(spec, ["rl_cr"], [0], learning_rate=1.0)
 

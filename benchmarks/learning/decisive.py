@@ -92,18 +92,28 @@ def task_config(spec: dict[str, Any]):
     return RealTaskConfig(**values)
 
 
+def registered_seeds(entry: dict[str, Any], role: str) -> list[int]:
+    """The pre-registered seeds of an arm: the family's ``seeds``, or its own list under ``arm_seeds``."""
+    return list((entry.get("arm_seeds") or {}).get(role, entry["seeds"]))
+
+
 def run(spec: dict[str, Any], family: str, roles: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
         cache_root: Path | None = None, **scheduling: Any) -> None:
     """Run (or resume) the pre-registered runs of ``family``: ``roles`` (default all arms) x ``seeds`` (default
-    the pre-registered ones, which a subset must come from)."""
+    the pre-registered ones, which a subset must come from).
+
+    Raises:
+        ValueError: a seed that is not pre-registered for one of the arms.
+    """
     from benchmarks.learning.run import run_all
 
     entry = spec["families"][family]
     roles = list(roles or entry["arms"])
-    registered = list(entry["seeds"])
+    registered = sorted(set.intersection(*(set(registered_seeds(entry, role)) for role in roles)))
     seeds = list(seeds) if seeds is not None else registered
     if set(seeds) - set(registered):
-        raise ValueError(f"seeds {sorted(set(seeds) - set(registered))} are not pre-registered for {family!r}")
+        raise ValueError(f"seeds {sorted(set(seeds) - set(registered))} are not pre-registered for {family!r} "
+                         f"arms {roles}")
     methods = [entry["arms"][role] for role in roles]
     bench = bench_config(spec, methods, seeds, **scheduling)
     kwargs = {"cache_root": cache_root} if cache_root else {}
@@ -114,8 +124,8 @@ def run(spec: dict[str, Any], family: str, roles: Sequence[str] | None = None, s
 def decide_all(specs: Sequence[dict[str, Any]], bootstrap_reps: int = 10_000) -> list[dict[str, Any]]:
     """One decision object per (task, family, pair) of every pre-registration, from the records found so far.
 
-    A pair with fewer than 2 common seeds gets ``decision: "not run"``; ``complete`` says whether every
-    pre-registered seed is in.
+    A pair with no common seed gets ``decision: "not run"``, with one ``"too few seeds"`` (no interval);
+    ``complete`` says whether every pre-registered seed is in.
     """
     out = []
     for spec in specs:
@@ -123,7 +133,7 @@ def decide_all(specs: Sequence[dict[str, Any]], bootstrap_reps: int = 10_000) ->
         for family, entry in spec["families"].items():
             for hir_role, base_role in PAIRS:
                 hir_method, base_method = entry["arms"][hir_role], entry["arms"][base_role]
-                registered = list(entry["seeds"])
+                registered = sorted(set(registered_seeds(entry, hir_role)) & set(registered_seeds(entry, base_role)))
                 # only records of this pre-registration and its seeds count
                 def ours(method: str) -> list[dict[str, Any]]:
                     return [r for r in runs.get(method, [])
@@ -141,7 +151,8 @@ def decide_all(specs: Sequence[dict[str, Any]], bootstrap_reps: int = 10_000) ->
                     "preregistration": {"path": spec["path"], "commit": commits[0] if len(commits) == 1 else commits},
                 }
                 if len(common) < 2:
-                    item.update(decision="not run", mean_diff_points=None, ci95_low=None, ci95_high=None)
+                    item.update(decision="not run" if not common else "too few seeds", mean_diff_points=None,
+                                ci95_low=None, ci95_high=None)
                     out.append(item)
                     continue
                 result = paired.compare([r for r in hir_runs if r["seed"] in common],

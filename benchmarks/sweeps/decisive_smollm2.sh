@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The decisive experiment on the real task (SmolLM2-135M-Instruct), in the pre-registered order
+# (benchmarks/preregistered/decisive-smollm2.yaml). Resumable: finished run records are reused. One run at a time
+# (a run peaks at 8-14 GB of RSS). Run from a frozen worktree of the commit to test:
+#   git worktree add /tmp/decisive <commit> && cd /tmp/decisive && \
+#       CACHE_DIR=/path/to/benchmarks/.cache bash benchmarks/sweeps/decisive_smollm2.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PY=${PYTHON:-python}
+PREREG=benchmarks/preregistered/decisive-smollm2.yaml
+cache=()
+if [ -n "${CACHE_DIR:-}" ]; then cache=(--cache-dir "$CACHE_DIR"); fi
+stage() { "$PY" -m benchmarks.learning.decisive run "$PREREG" "${cache[@]}" "$@"; }
+for seed in 0 1 2 3 4; do stage --family trl --arms hir,rl_cr --seeds "$seed"; done
+stage --family trl --arms rl_ir --seeds 0,1,2,3,4
+for seed in 5 6 7 8; do stage --family trl --arms hir,rl_cr --seeds "$seed"; done
+for seed in 0 1 2; do stage --family paper --arms hir,rl_cr --seeds "$seed"; done
+stage --family paper --arms rl_ir --seeds 0,1,2
+"$PY" -m benchmarks.learning.decisive decide
