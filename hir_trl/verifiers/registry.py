@@ -56,6 +56,7 @@ class RegisteredChecker(Checker):
     check: ClassVar[CheckFunction]
     loose: ClassVar[CheckFunction | None] = None
     description: ClassVar[str | Callable[..., str] | None] = None
+    sample_kwargs: ClassVar[Callable[..., dict[str, Any]] | None] = None
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -155,7 +156,8 @@ def _family_module(family: str) -> types.ModuleType:
 
 def register_verifier(family: str, instruction_id: str, check: CheckFunction | None = None, *,
                       description: str | Callable[..., str] | None = None,
-                      check_loose: CheckFunction | None = None, replace: bool = False):
+                      check_loose: CheckFunction | None = None,
+                      sample_kwargs: Callable[..., dict[str, Any]] | None = None, replace: bool = False):
     """Register ``check`` as the rule verifier of ``(family, instruction_id)``; usable as a decorator.
 
     ``check(response: str, **kwargs) -> bool`` gets the row's constraint ``kwargs`` as keyword arguments, plus
@@ -171,6 +173,8 @@ def register_verifier(family: str, instruction_id: str, check: CheckFunction | N
             ``hir-trl synth`` skips the id.
         check_loose: the loose verdict (``check``'s signature), scored by ``hir-trl eval``'s loose figures; without
             one, the loose verdict is the strict one.
+        sample_kwargs: ``sample_kwargs(rng: random.Random, task: str) -> dict``, the kwargs ``hir-trl synth`` draws
+            for this id; without it, synth uses the id only when ``check`` needs no kwargs.
         replace: allow registering over an id that exists (a built-in id, or one registered before).
 
     Returns:
@@ -179,16 +183,18 @@ def register_verifier(family: str, instruction_id: str, check: CheckFunction | N
     Raises:
         ValueError: ``family`` or ``instruction_id`` is empty or holds a colon or whitespace; the id exists (built
             in, or registered before) and ``replace`` is False.
-        TypeError: ``check``, ``check_loose`` or ``description`` is not callable (a string for ``description``).
+        TypeError: ``check``, ``check_loose``, ``sample_kwargs`` or ``description`` is not callable (a string for
+            ``description``).
     """
     _check_name("family", family)
     _check_name("instruction_id", instruction_id)
     if check is None:
         return lambda function: register_verifier(family, instruction_id, function, description=description,
-                                                  check_loose=check_loose, replace=replace)
-    for name, value in (("check", check), ("check_loose", check_loose)):
+                                                  check_loose=check_loose, sample_kwargs=sample_kwargs,
+                                                  replace=replace)
+    for name, value in (("check", check), ("check_loose", check_loose), ("sample_kwargs", sample_kwargs)):
         if value is not None and not callable(value):
-            raise TypeError(f"{name} must be a function (response, **kwargs) -> bool, got {type(value).__name__}")
+            raise TypeError(f"{name} must be a function, got {type(value).__name__}")
     if description is not None and not (isinstance(description, str) or callable(description)):
         raise TypeError(f"description must be a string or a function (**kwargs) -> str, got "
                         f"{type(description).__name__}")
@@ -203,6 +209,7 @@ def register_verifier(family: str, instruction_id: str, check: CheckFunction | N
         "__doc__": getattr(check, "__doc__", None), "__module__": getattr(check, "__module__", __name__),
         "family": family, "instruction_id": instruction_id, "check": staticmethod(check),
         "loose": None if check_loose is None else staticmethod(check_loose), "description": description,
+        "sample_kwargs": None if sample_kwargs is None else staticmethod(sample_kwargs),
     })
     if module is None:
         module = FAMILIES[family] = _family_module(family)
@@ -217,6 +224,17 @@ def own_loose_check(family: str | None, instruction_id: str | None) -> bool:
     module = FAMILIES.get(family) if family else None
     cls = None if module is None else module.REGISTRY.get(instruction_id)
     return isinstance(cls, type) and issubclass(cls, RegisteredChecker) and cls.loose is not None
+
+
+def registered_id(name: str) -> tuple[str, str] | None:
+    """``(family, instruction_id)`` for ``"family:instruction_id"`` naming an id of a registered family (how an
+    IFEval-format benchmark row lists it in ``instruction_id_list``), else None."""
+    from . import FAMILIES
+
+    family, _, instruction_id = name.partition(":")
+    if family not in registered_families() or instruction_id not in FAMILIES[family].REGISTRY:
+        return None
+    return family, instruction_id
 
 
 def registered_families() -> list[str]:
@@ -280,4 +298,5 @@ __all__ = [
     "own_loose_check",
     "register_verifier",
     "registered_families",
+    "registered_id",
 ]
