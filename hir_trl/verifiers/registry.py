@@ -266,13 +266,20 @@ def import_verifier_modules(names: Iterable[str] | str | None) -> list[types.Mod
     for name in names:
         try:
             if name.endswith(".py"):
-                path = Path(name).expanduser()
+                path = Path(name).expanduser().resolve()
                 if not path.is_file():
                     raise FileNotFoundError(f"no file {path}")
-                spec = importlib.util.spec_from_file_location(f"hir_trl_verifier_module_{path.stem}", path)
-                module = importlib.util.module_from_spec(spec)
-                sys.modules[spec.name] = module
-                spec.loader.exec_module(module)
+                key = "hir_trl_verifier_module_" + re.sub(r"\W", "_", str(path))
+                module = sys.modules.get(key)  # imported once per process, as a dotted name is
+                if module is None:
+                    spec = importlib.util.spec_from_file_location(key, path)
+                    module = importlib.util.module_from_spec(spec)
+                    sys.modules[key] = module
+                    try:
+                        spec.loader.exec_module(module)
+                    except BaseException:
+                        del sys.modules[key]
+                        raise
             else:
                 added = os.getcwd() not in sys.path and "" not in sys.path
                 if added:
