@@ -421,9 +421,14 @@ class HiRTrainer(GRPOTrainer):
         from TRL's own reward call; a replay's constraint reward is 1 (or re-judged, ``rejudge_replays``) and its
         extra rewards are computed on its own (q', y), with its kept constraints (`hir_trl.rewards.extra_rewards`);
         a pad's is NaN."""
-        weights = self.reward_weights.tolist()
-        sampled = weighted_rewards(capture["rewards_per_func"], weights)
-        supplementary = weighted_rewards(supplement["rewards_per_func"], weights) if supplement is not None else []
+        weights, mode = self.reward_weights.tolist(), self.args.reward_mode
+
+        def per_func(part):  # the constraint reward from the verdicts (exact), the others from TRL's call (float32)
+            return [[reward, *others[1:]] for reward, others in zip(part["verdicts"].rewards(mode),
+                                                                     part["rewards_per_func"], strict=True)]
+
+        sampled = weighted_rewards(per_func(capture), weights)
+        supplementary = weighted_rewards(per_func(supplement), weights) if supplement is not None else []
         replays = [(offset, row) for offset, row in enumerate(rows) if row.kind == "replay"]
         constraint = {offset: 1.0 for offset, _ in replays}
         if self.args.rejudge_replays:
