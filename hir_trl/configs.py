@@ -17,7 +17,6 @@ from .advantages import ESTIMATORS, REPLAY_ADVANTAGES
 from .judge.config import judge_settings_problem
 from .replay import SCOPES, SELECTIONS
 
-
 #: The paper's value of every `HiRConfig` field whose default departs from it (Appendix A; the paper recipes set
 #: them). The model card lists each with the run's value (`hir_trl.card.hir_card_section`).
 PAPER_VALUES: dict[str, Any] = {

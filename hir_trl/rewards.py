@@ -1,8 +1,11 @@
 """Constraint verification for a batch of completions, and the TRL reward function built on it.
 
-`ConstraintReward` is the reward function `HiRTrainer` hands to TRL: TRL calls it once per generation
-batch with the dataset columns, it verifies every (row, constraint) pair exactly once, returns ILA (or CLA)
-per row, and keeps the `VerdictMatrix` so that the replay selection reuses the same verdicts.
+`ConstraintReward` is the reward function `HiRTrainer` hands to TRL, first of its ``reward_funcs``: TRL calls it
+once per generation batch with the dataset columns, it verifies every (row, constraint) pair exactly once, returns
+ILA (or CLA, ``HiRConfig.reward_mode``) per row, and keeps the `VerdictMatrix` so that the replay selection reuses
+the same verdicts. `trainer_reward` assembles a trainer's reward functions (the `ConstraintReward`, then any
+TRL-style functions), `extra_rewards` runs those functions on a replay's own (q', y) and `weighted_rewards` combines
+a row's rewards as TRL does.
 """
 
 from __future__ import annotations

@@ -73,8 +73,8 @@ from .chat import last_user_text
 from .jsonfiles import read_json, read_jsonl
 from .templates import join_instruction
 from .verifiers import FAMILIES, ifeval, iftrain, import_verifier_modules, registered_families
-from .verifiers.registry import VerifierModuleError
 from .verifiers import is_known as _is_known
+from .verifiers.registry import VerifierModuleError
 
 logger = logging.getLogger(__name__)
 

@@ -42,7 +42,6 @@ from .card import HIR_PAPER, card_fields, hir_card_section
 from .configs import HiRConfig, check_batch_layout
 from .replay import allocate_shortfall, curriculum_lambda, load_replay_rng, save_replay_rng, select_rewrite
 from .rewards import (
-    ConstraintReward,
     Judge,
     SoftConstraintsWithoutJudgeError,
     VerdictMatrix,
