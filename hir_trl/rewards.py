@@ -112,8 +112,9 @@ class ConstraintReward:
             verdict whose ``error`` says so; so does every soft constraint of the batch when the judge raises,
             except `hir_trl.judge.JudgeError`, which propagates (``judge_failure_policy="raise"``).
         reward_mode: ``None`` (default): `HiRTrainer` sets ``HiRConfig.reward_mode``, the one owner of the reward
-            mode. ``"ila"`` (binary all-constraints-met reward) or ``"cla"`` (fraction met) for use outside
-            `HiRTrainer` (e.g. in a plain `GRPOTrainer`); `HiRTrainer` refuses a mode other than its config's.
+            mode (called outside `HiRTrainer` while unset, it scores ILA, the paper's reward). ``"ila"`` (binary
+            all-constraints-met reward) or ``"cla"`` (fraction met) for use outside `HiRTrainer` (e.g. in a plain
+            `GRPOTrainer`); `HiRTrainer` refuses a mode other than its config's, naming both.
 
     Attributes:
         last_verdicts: the `VerdictMatrix` of the latest call (rows in the order TRL passed them).
@@ -139,7 +140,7 @@ class ConstraintReward:
         if value is not None and value not in REWARD_MODES:
             raise ValueError(f"reward_mode must be 'ila' or 'cla', got {value!r}")
         self._reward_mode = value
-        self.__name__ = value or "constraints"  # TRL names the reward column after the callable
+        self.__name__ = value or "ila"  # TRL names the reward column after the callable
 
     def verify(self, prompts: Sequence[Any], completions: Sequence[Any],
                constraints: Sequence[Sequence[Mapping[str, Any]]]) -> VerdictMatrix:
@@ -183,12 +184,9 @@ class ConstraintReward:
                  **kwargs: Any) -> list[float]:
         if constraints is None:
             raise ValueError("the dataset has no 'constraints' column; load it with hir_trl.load_hir_dataset")
-        if self.reward_mode is None:
-            raise ValueError("ConstraintReward has no reward_mode: give it to HiRTrainer (which sets HiRConfig's) "
-                             "or construct it with reward_mode='ila' or 'cla'")
         matrix = self.verify(prompts, completions, constraints)
         self.last_verdicts = matrix
-        return matrix.rewards(self.reward_mode)
+        return matrix.rewards(self.reward_mode or "ila")
 
 
 def rejudge_replays(judge: Any, reward_mode: str, inputs: Sequence[dict[str, Any]], completions: Sequence[Any],

@@ -93,8 +93,8 @@ def test_inputs_validation_and_text_helpers():
         ConstraintReward(reward_mode="ila")([PROMPT], ["a"])
     with pytest.raises(ValueError):
         ConstraintReward(reward_mode="dense")
-    with pytest.raises(ValueError, match="reward_mode"):  # the mode is HiRConfig's: unset until HiRTrainer sets it
-        ConstraintReward()([PROMPT], ["a"], constraints=[[NO_COMMA]])
+    unset = ConstraintReward()  # HiRTrainer sets HiRConfig's mode; outside it, an unset mode scores ILA
+    assert unset.reward_mode is None and unset([PROMPT], ["a, b"], constraints=[[NO_COMMA, LOWER]]) == [0.0]
     with pytest.raises(ValueError, match="reward_mode"):
         VerdictMatrix([[Verdict(True)]]).rewards("dense")
     assert completion_text("x") == "x"
