@@ -85,7 +85,7 @@ class HiRConfig(GRPOConfig):
             How replays enter the advantages A (N,) (or (N, T) for the Reinforce++ estimators).
             ``"positive"`` (default): the estimator runs over the rows sampled under q only (m samples plus
             supplementary samples), so they get exactly RL-IR's advantages, and each replay row gets A = w * r'
-            (r' its reward, 1 unless re-judged). ``"group"`` (paper eq. "hir"): a replay is a row of its source's
+            (r' its reward: 1 unless re-judged, times ``reward_weights[0]``, plus its weighted extra rewards). ``"group"`` (paper eq. "hir"): a replay is a row of its source's
             group with reward 1 and ``advantage_estimator`` runs over the m + k rows (with ``grpo``, every failure
             of an all-failed group then gets a negative advantage). ``"paired"``: as ``"positive"``, and the
             replay's source row also gets A -= w * r', so the pair contributes

@@ -99,7 +99,8 @@ class HiRTrainer(GRPOTrainer):
         TypeError: ``args`` is not a `HiRConfig`; a reward model (not a function) or two `ConstraintReward` in
             ``reward_funcs``.
         ValueError: a `ConstraintReward` whose ``reward_mode`` is not ``args.reward_mode``, one that is not first,
-            or ``reward_weights`` of the wrong length (`hir_trl.rewards.trainer_reward`).
+            ``reward_weights`` of the wrong length, or extra functions with ``multi_objective_aggregation`` other
+            than ``"sum_then_normalize"`` (`hir_trl.rewards.trainer_reward`).
         SoftConstraintsWithoutJudgeError: soft constraints and no judge (`hir_trl.rewards.trainer_reward`).
 
     Example:
@@ -170,7 +171,7 @@ class HiRTrainer(GRPOTrainer):
         count); the HiR capture gets this rank's verdicts and its (B, F) rows of ``rewards_per_func``.
 
         Returns:
-            super's (B_global, 1) rewards tensor, unchanged.
+            super's (B_global, F) rewards tensor (F reward functions, the constraint reward first), unchanged.
 
         Raises:
             RuntimeError: `ConstraintReward` did not record one verdict row per completion.
