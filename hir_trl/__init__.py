@@ -5,6 +5,7 @@ from .data import DatasetFormatError, load_hir_dataset, load_rows
 from .judge import JudgeError, LiteLLMJudge, build_judge
 from .rewards import ConstraintReward, VerdictMatrix
 from .trainer import HiRTrainer
+from .verifiers import register_verifier
 
 __version__ = "0.1.0"
 
@@ -20,4 +21,5 @@ __all__ = [
     "build_judge",
     "load_hir_dataset",
     "load_rows",
+    "register_verifier",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from typing import Any
 
@@ -21,28 +22,64 @@ HIR_PAPER = {
 }
 
 
-#: HiRConfig fields reported in the model card.
-CARD_FIELDS = ("num_generations", "num_replays", "lambda_0", "eta", "replay_selection", "replay_scope",
-               "replay_shortfall", "replay_old_logps", "replay_min_satisfied", "diversity_aggregation",
-               "diversity_entropy", "advantage_estimator", "kl_in_reward", "reward_mode", "beta", "learning_rate",
-               "temperature", "max_completion_length")
+#: TRL (`GRPOConfig`) fields reported beside HiRConfig's own: those a HiR run's reward and objective depend on.
+TRL_CARD_FIELDS = ("beta", "learning_rate", "temperature", "max_completion_length", "reward_weights", "loss_type",
+                   "scale_rewards")
 
 
-def hir_card_section(args: Any, dataset_name: str | None, log_history: list[dict[str, Any]]) -> str:
-    """Markdown section for the model card: HiR hyperparameters, dataset and the latest metrics.
+def card_fields(args: Any) -> list[str]:
+    """The fields the card lists: every field `HiRConfig` declares itself (so a new one cannot be missed), then
+    `TRL_CARD_FIELDS` and any other field of `hir_trl.configs.PAPER_VALUES`."""
+    from .configs import PAPER_VALUES, HiRConfig
 
-    Only configuration values and logged metrics are written: never environment variables or keys.
+    own = [f.name for f in dataclasses.fields(HiRConfig) if f.name in HiRConfig.__annotations__]
+    extra = [name for name in (*TRL_CARD_FIELDS, *PAPER_VALUES) if name not in own]
+    return [name for name in dict.fromkeys(own + extra) if hasattr(args, name)]
+
+
+def _reward_line(args: Any, reward_names: list[str] | None) -> str:
+    mode = getattr(args, "reward_mode", None)
+    what = {"ila": "ILA, 1 when every constraint is met", "cla": "CLA, the fraction of constraints met"}.get(mode, mode)
+    names = reward_names or [mode]
+    weights = getattr(args, "reward_weights", None) or [1.0] * len(names)
+    terms = [f"{weights[0]:g} x constraint reward ({what}; 1 for a replay)"]
+    terms += [f"{w:g} x `{name}`" for w, name in zip(weights[1:], names[1:])]
+    return "- Reward of a row: " + " + ".join(terms) + (
+        "; a replay's reward functions score its own (q', y)" if len(names) > 1 else "")
+
+
+def hir_card_section(args: Any, dataset_name: str | None, log_history: list[dict[str, Any]],
+                     reward_names: list[str] | None = None) -> str:
+    """Markdown section for the model card: the reward, every HiR hyperparameter, the defaults that depart from the
+    paper, the dataset and the latest metrics.
+
+    Args:
+        args: the run's `HiRConfig`.
+        dataset_name: the training data's name or path, or None.
+        log_history: the trainer's ``state.log_history``.
+        reward_names: TRL's reward function names, the constraint reward first (``HiRTrainer.reward_func_names``).
+
+    Only configuration values and logged metrics are written: never environment variables or keys (a judge field
+    that looks like a credential is refused by `HiRConfig`).
     """
+    from .configs import PAPER_VALUES
+
     lines = ["## HiR training", "", "Trained with Hindsight instruction Replay "
              "([arXiv:2512.23457](https://arxiv.org/abs/2512.23457)) using `hir-trl`.", ""]
     if dataset_name:
         lines += [f"- Dataset: `{dataset_name}`"]
-    lines += [f"- `{name}`: `{getattr(args, name)}`" for name in CARD_FIELDS if hasattr(args, name)]
+    lines += [_reward_line(args, reward_names)]
+    lines += [f"- `{name}`: `{getattr(args, name)}`" for name in card_fields(args)]
     lines += [f"- Sentence splitter of the rule verifiers: `{sentence_backend()}` (NLTK Punkt when installed)"]
+    lines += ["", "Settings where hir-trl's defaults depart from the paper (the paper recipes set the paper's):", "",
+              "| field | this run | paper | |", "|---|---|---|---|"]
+    for name, paper in PAPER_VALUES.items():
+        value = getattr(args, name, None)
+        lines += [f"| `{name}` | `{value}` | `{paper}` | {'departs' if value != paper else 'as the paper'} |"]
     latest: dict[str, float] = {}
     for entry in log_history:
         for key, value in entry.items():
-            if (key.startswith(("hir/", "reward/")) or key in ("reward", "loss")) and value is not None:
+            if (key.startswith(("hir/", "reward/", "rewards/")) or key in ("reward", "loss")) and value is not None:
                 latest[key] = value
     if latest:
         step = max((e.get("step", 0) for e in log_history), default=0)

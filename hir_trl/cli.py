@@ -143,10 +143,12 @@ def prepare_training(script_args, training_args, model_args):
 
     from .data import load_hir_dataset
     from .trainer import HiRTrainer
+    from .verifiers import import_verifier_modules
 
     if not script_args.dataset_name:
         raise ValueError("dataset_name is required: a Hub dataset id or a local .jsonl/.json/.parquet file or folder")
     check_resume(training_args.resume_from_checkpoint, training_args.output_dir)
+    import_verifier_modules(script_args.verifier_modules)  # their register_verifier calls, before the data loads
     dataset = load_hir_dataset(script_args.dataset_name, split=script_args.dataset_train_split,
                                name=script_args.dataset_config, max_rows=script_args.dataset_max_rows,
                                on_unverifiable=script_args.dataset_on_unverifiable)

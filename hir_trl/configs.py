@@ -17,15 +17,32 @@ from .advantages import ESTIMATORS, REPLAY_ADVANTAGES
 from .judge.config import judge_settings_problem
 from .replay import SCOPES, SELECTIONS
 
+#: The paper's value of every `HiRConfig` field whose default departs from it (Appendix A; the paper recipes set
+#: them). The model card lists each with the run's value (`hir_trl.card.hir_card_section`).
+PAPER_VALUES: dict[str, Any] = {
+    "reward_mode": "ila",
+    "replay_advantage": "group",
+    "replay_truncated_completions": True,
+    "advantage_estimator": "reinforce_pp",
+    "beta": 1e-4,
+}
+
 
 @dataclass
 class HiRConfig(GRPOConfig):
     r"""Configuration for `HiRTrainer`: TRL's `GRPOConfig` plus the Hindsight instruction Replay fields.
 
     Defaults are the paper's (Appendix A): m = ``num_generations`` = 6 sampled responses per instruction,
-    k = ``num_replays`` = 2 hindsight replays per group, lambda_0 = 2 and eta = 0.05. Three defaults depart from the
-    paper, each chosen on the learning benchmark (README "Faithfulness"): ``reward_mode="cla"``,
-    ``replay_advantage="positive"`` and ``replay_truncated_completions=False``; the paper recipes set the paper's.
+    k = ``num_replays`` = 2 hindsight replays per group, lambda_0 = 2 and eta = 0.05. Five defaults depart from the
+    paper (`PAPER_VALUES`, listed on every model card): three chosen on the learning benchmark (README
+    "Faithfulness"), ``reward_mode="cla"``, ``replay_advantage="positive"`` and ``replay_truncated_completions=False``,
+    and two of TRL's, ``advantage_estimator="grpo"`` (paper: Reinforce++) and ``beta=0.0`` (paper: KL loss
+    coefficient 1e-4); the paper recipes set the paper's.
+
+    Rewards: ``reward_mode`` picks the constraint reward (ILA or CLA; 1 for a replay). With extra reward functions
+    (``HiRTrainer(reward_funcs=[...])``), a row's reward is TRL's weighted sum ``reward_weights[0] x constraint
+    reward + sum_i reward_weights[i] x fn_i(row)``, one weight per function, the constraint reward's first
+    (all 1 when ``reward_weights`` is unset); a replay's ``fn_i`` are computed on its own (q', y).
 
     Parameters:
         num_replays (`int`, defaults to `2`):
@@ -68,7 +85,7 @@ class HiRConfig(GRPOConfig):
             How replays enter the advantages A (N,) (or (N, T) for the Reinforce++ estimators).
             ``"positive"`` (default): the estimator runs over the rows sampled under q only (m samples plus
             supplementary samples), so they get exactly RL-IR's advantages, and each replay row gets A = w * r'
-            (r' its reward, 1 unless re-judged). ``"group"`` (paper eq. "hir"): a replay is a row of its source's
+            (r' its reward: 1 unless re-judged, times ``reward_weights[0]``, plus its weighted extra rewards). ``"group"`` (paper eq. "hir"): a replay is a row of its source's
             group with reward 1 and ``advantage_estimator`` runs over the m + k rows (with ``grpo``, every failure
             of an all-failed group then gets a negative advantage). ``"paired"``: as ``"positive"``, and the
             replay's source row also gets A -= w * r', so the pair contributes
@@ -360,6 +377,12 @@ class HiRScriptArguments(ScriptArguments):
     build_tiny_model: bool = field(
         default=False,
         metadata={"help": "Same as build_model: tiny (kept for existing recipes)."},
+    )
+    verifier_modules: list[str] | None = field(
+        default=None,
+        metadata={"help": "Modules to import before the data is loaded, so that their register_verifier calls add "
+                  "your own constraints (hir_trl.register_verifier): dotted names (my_pkg.constraints, found on "
+                  "sys.path or in the current directory) or paths to .py files."},
     )
 
     def __post_init__(self) -> None:

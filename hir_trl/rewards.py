@@ -1,14 +1,19 @@
 """Constraint verification for a batch of completions, and the TRL reward function built on it.
 
-`ConstraintReward` is the reward function `HiRTrainer` hands to TRL: TRL calls it once per generation
-batch with the dataset columns, it verifies every (row, constraint) pair exactly once, returns ILA (or CLA)
-per row, and keeps the `VerdictMatrix` so that the replay selection reuses the same verdicts.
+`ConstraintReward` is the reward function `HiRTrainer` hands to TRL, first of its ``reward_funcs``: TRL calls it
+once per generation batch with the dataset columns, it verifies every (row, constraint) pair exactly once, returns
+ILA (or CLA, ``HiRConfig.reward_mode``) per row, and keeps the `VerdictMatrix` so that the replay selection reuses
+the same verdicts. `trainer_reward` assembles a trainer's reward functions (the `ConstraintReward`, then any
+TRL-style functions), `extra_rewards` runs those functions on a replay's own (q', y) and `weighted_rewards` combines
+a row's rewards as TRL does.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
-from collections import Counter
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +21,9 @@ from typing import Any
 from .chat import completion_text, instruction_text
 from .judge import JudgeError
 from .verifiers import Verdict, verify_constraint
+
+#: ``HiRConfig.reward_mode`` choices: ILA (binary, all constraints met) or CLA (fraction of constraints met).
+REWARD_MODES = ("ila", "cla")
 
 #: A judge for soft constraints: given (instruction, response, constraint text) triples, one Verdict each.
 Judge = Callable[[Sequence[tuple[str, str, str]]], Sequence[Verdict]]
@@ -76,7 +84,15 @@ class VerdictMatrix:
         return [sum(v.passed for v in row) / len(row) if row else 0.0 for row in self.verdicts]
 
     def rewards(self, reward_mode: str) -> list[float]:
-        """Per-row reward under ``reward_mode``: `ila` (``"ila"``, binary) or `cla` (``"cla"``, fraction met)."""
+        """Per-row reward under ``reward_mode``: `ila` (``"ila"``, binary) or `cla` (``"cla"``, fraction met).
+
+        The one place that picks the formula: training, supplementary samples and re-judged replays all call it.
+
+        Raises:
+            ValueError: ``reward_mode`` is neither ``"ila"`` nor ``"cla"``.
+        """
+        if reward_mode not in REWARD_MODES:
+            raise ValueError(f"reward_mode must be 'ila' or 'cla', got {reward_mode!r}")
         return self.ila() if reward_mode == "ila" else self.cla()
 
     def num_errors(self) -> int:
@@ -95,22 +111,36 @@ class ConstraintReward:
             constraints (e.g. `hir_trl.judge.LiteLLMJudge`). Without a judge, a soft constraint gets a failed
             verdict whose ``error`` says so; so does every soft constraint of the batch when the judge raises,
             except `hir_trl.judge.JudgeError`, which propagates (``judge_failure_policy="raise"``).
-        reward_mode: ``"ila"`` (binary all-constraints-met reward, HiR and RL-IR) or ``"cla"`` (fraction met,
-            RL-CR).
+        reward_mode: ``None`` (default): `HiRTrainer` sets ``HiRConfig.reward_mode``, the one owner of the reward
+            mode (called outside `HiRTrainer` while unset, it scores ILA, the paper's reward). ``"ila"`` (binary
+            all-constraints-met reward) or ``"cla"`` (fraction met) for use outside `HiRTrainer` (e.g. in a plain
+            `GRPOTrainer`); `HiRTrainer` refuses a mode other than its config's, naming both.
 
     Attributes:
         last_verdicts: the `VerdictMatrix` of the latest call (rows in the order TRL passed them).
         num_checks: total constraint checks run so far (each (row, constraint) once per call).
+
+    Raises:
+        ValueError: an unknown ``reward_mode``.
     """
 
-    def __init__(self, judge: Judge | None = None, reward_mode: str = "ila") -> None:
-        if reward_mode not in ("ila", "cla"):
-            raise ValueError(f"reward_mode must be 'ila' or 'cla', got {reward_mode!r}")
+    def __init__(self, judge: Judge | None = None, reward_mode: str | None = None) -> None:
         self.judge = judge
         self.reward_mode = reward_mode
-        self.__name__ = reward_mode  # TRL names the reward column after the callable
         self.last_verdicts: VerdictMatrix | None = None
         self.num_checks = 0
+
+    @property
+    def reward_mode(self) -> str | None:
+        """``"ila"``, ``"cla"``, or None until `HiRTrainer` sets its config's."""
+        return self._reward_mode
+
+    @reward_mode.setter
+    def reward_mode(self, value: str | None) -> None:
+        if value is not None and value not in REWARD_MODES:
+            raise ValueError(f"reward_mode must be 'ila' or 'cla', got {value!r}")
+        self._reward_mode = value
+        self.__name__ = value or "ila"  # TRL names the reward column after the callable
 
     def verify(self, prompts: Sequence[Any], completions: Sequence[Any],
                constraints: Sequence[Sequence[Mapping[str, Any]]]) -> VerdictMatrix:
@@ -156,7 +186,7 @@ class ConstraintReward:
             raise ValueError("the dataset has no 'constraints' column; load it with hir_trl.load_hir_dataset")
         matrix = self.verify(prompts, completions, constraints)
         self.last_verdicts = matrix
-        return matrix.rewards(self.reward_mode)
+        return matrix.rewards(self.reward_mode or "ila")
 
 
 def rejudge_replays(judge: Any, reward_mode: str, inputs: Sequence[dict[str, Any]], completions: Sequence[Any],
@@ -170,25 +200,28 @@ def rejudge_replays(judge: Any, reward_mode: str, inputs: Sequence[dict[str, Any
         rows: the new rows (`hir_trl.batch.NewRow`).
 
     Returns:
-        the reward of each replay with a soft kept constraint, by its offset among the new rows: ILA or CLA over the
-        kept constraints, counting the rule verdicts (met by construction) and the new judge verdicts; {} when no
-        replay keeps a soft constraint.
+        the reward of each replay, by its offset among the new rows, when some replay keeps a soft constraint:
+        `VerdictMatrix.rewards` (ILA or CLA) over its kept constraints, the rule verdicts (met by construction) and
+        the new judge verdicts; {} when no replay keeps a soft constraint.
     """
     cells, triples = [], []
-    for offset, row in enumerate(rows):
-        if row.kind != "replay" or judge is None:
-            continue
+    replays = {offset: row for offset, row in enumerate(rows) if row.kind == "replay"}
+    kept = {offset: [j for j, met in enumerate(row.choice.satisfied) if met] for offset, row in replays.items()}
+    for offset, row in replays.items():
+        if judge is None:
+            break
         constraints = inputs[row.source]["constraints"]
-        for j, kept in enumerate(row.choice.satisfied):
-            if kept and constraints[j]["kind"] == "soft":
-                cells.append(offset)
+        for position, j in enumerate(kept[offset]):
+            if constraints[j]["kind"] == "soft":
+                cells.append((offset, position))
                 triples.append((instruction_text(row.q_prime), completion_text(completions[row.source]),
                                 constraints[j]["text"]))
     if not triples:
         return {}
-    failed = Counter(o for o, v in zip(cells, judge_batch(getattr(judge, "rejudge", judge), triples)) if not v.passed)
-    return {o: float(failed[o] == 0) if reward_mode == "ila" else 1.0 - failed[o] / sum(row.choice.satisfied)
-            for o, row in enumerate(rows) if row.kind == "replay"}
+    verdicts = {offset: [Verdict(True)] * len(js) for offset, js in kept.items()}
+    for (offset, position), verdict in zip(cells, judge_batch(getattr(judge, "rejudge", judge), triples)):
+        verdicts[offset][position] = verdict
+    return dict(zip(verdicts, VerdictMatrix(list(verdicts.values())).rewards(reward_mode)))
 
 
 class SoftConstraintsWithoutJudgeError(ValueError):
@@ -218,39 +251,147 @@ def check_soft_constraints_judged(train_dataset: Any, eval_dataset: Any = None) 
 
 
 def trainer_reward(args: Any, train_dataset: Any, eval_dataset: Any = None, reward_funcs: Any = None,
-                   judge: Any = None) -> tuple[ConstraintReward, Any, Any]:
-    """The `ConstraintReward` of a `HiRTrainer` and its datasets after ``soft_constraints: skip``.
+                   judge: Any = None) -> tuple[list[Any], Any, Any]:
+    """The reward functions of a `HiRTrainer`, the `ConstraintReward` first, and its datasets after
+    ``soft_constraints: skip``.
 
     Args:
-        args: the `HiRConfig` (``soft_constraints``, ``reward_mode`` and the judge fields).
+        args: the `HiRConfig` (``soft_constraints``, ``reward_mode``, ``reward_weights``, the judge fields).
         train_dataset, eval_dataset: normalized datasets (`hir_trl.load_hir_dataset`), or None.
-        reward_funcs: None (build the reward), one `ConstraintReward`, or a list holding one.
+        reward_funcs: None (build the constraint reward), one reward function, or a list: at most one
+            `ConstraintReward`, first, and TRL-style reward functions ``fn(prompts, completions, **kwargs) ->
+            list[float | None]`` (see `extra_rewards`). Without a `ConstraintReward`, one is built and put first.
         judge: the soft-constraint judge for a built reward; None builds one from ``judge_model`` when the data has
             soft constraints.
 
     Returns:
-        ``(reward, train_dataset, eval_dataset)``.
+        ``(reward_funcs, train_dataset, eval_dataset)``; ``reward_funcs[0]`` is the `ConstraintReward`, its
+        ``reward_mode`` set to ``args.reward_mode``.
 
     Raises:
-        TypeError: ``reward_funcs`` is not a single `ConstraintReward`.
+        TypeError: a reward that is not a function (a reward model: its id or module), or a second
+            `ConstraintReward`.
+        ValueError: a `ConstraintReward` whose ``reward_mode`` differs from ``args.reward_mode`` (both named), a
+            `ConstraintReward` that is not first, ``reward_weights`` of the wrong length, or extra reward functions
+            with ``multi_objective_aggregation`` other than ``"sum_then_normalize"``.
         SoftConstraintsWithoutJudgeError: see `check_soft_constraints_judged`.
         KeyError: ``judge_api_key_env`` names an unset variable.
     """
     from .data import drop_soft_constraints, has_soft_constraints
     from .judge import build_judge
 
-    if isinstance(reward_funcs, list) and len(reward_funcs) == 1:
-        reward_funcs = reward_funcs[0]
+    funcs = [] if reward_funcs is None else list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [
+        reward_funcs]
+    constraint = [f for f in funcs if isinstance(f, ConstraintReward)]
+    if len(constraint) > 1:
+        raise TypeError(f"HiRTrainer takes one ConstraintReward, got {len(constraint)}")
+    if constraint and funcs[0] is not constraint[0]:
+        raise ValueError("the ConstraintReward must be the first of reward_funcs (reward_weights[0] is its weight)")
+    extras = funcs[1:] if constraint else funcs
+    for f in extras:
+        if isinstance(f, str) or not callable(f) or _is_module(f):
+            raise TypeError("HiRTrainer adds TRL-style reward functions fn(prompts, completions, **kwargs) -> "
+                            f"list[float | None] to the constraint reward; got {type(f).__name__} {f!r:.60} (reward "
+                            "models are not supported: a replay's reward is computed on its own (q', y))")
     if args.soft_constraints == "skip":
         train_dataset = drop_soft_constraints(train_dataset)
         eval_dataset = None if eval_dataset is None else drop_soft_constraints(eval_dataset)
-    if reward_funcs is None:
+    if constraint:
+        reward = constraint[0]
+        if reward.reward_mode is not None and reward.reward_mode != args.reward_mode:
+            raise ValueError(f"the ConstraintReward passed in has reward_mode={reward.reward_mode!r} but "
+                             f"HiRConfig.reward_mode={args.reward_mode!r}: the config owns the reward mode; set "
+                             "reward_mode in HiRConfig and build ConstraintReward without it")
+    else:
         if judge is None and (has_soft_constraints(train_dataset) or has_soft_constraints(eval_dataset)):
             judge = build_judge(args)  # None without judge_model
-        reward_funcs = ConstraintReward(judge=judge, reward_mode=args.reward_mode)
-    if not isinstance(reward_funcs, ConstraintReward):
-        raise TypeError("HiRTrainer's reward is the constraint verdicts: pass reward_funcs=None or a single "
-                        f"ConstraintReward, got {type(reward_funcs).__name__}")
-    if reward_funcs.judge is None and args.soft_constraints == "judge":
+        reward = ConstraintReward(judge=judge)
+    reward.reward_mode = args.reward_mode
+    weights = getattr(args, "reward_weights", None)
+    if weights is not None and len(weights) != 1 + len(extras):
+        raise ValueError(f"reward_weights has {len(weights)} weight(s) for {1 + len(extras)} reward(s): one per reward, "
+                         "the constraint reward first, then each of reward_funcs' functions")
+    aggregation = getattr(args, "multi_objective_aggregation", "sum_then_normalize")
+    if extras and aggregation != "sum_then_normalize":
+        raise ValueError("HiRTrainer sums the weighted rewards of every row, replays included "
+                         f"(multi_objective_aggregation='sum_then_normalize'), got {aggregation!r}")
+    if reward.judge is None and args.soft_constraints == "judge":
         check_soft_constraints_judged(train_dataset, eval_dataset)
-    return reward_funcs, train_dataset, eval_dataset
+    return [reward, *extras], train_dataset, eval_dataset
+
+
+def _is_module(function: Any) -> bool:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency of training
+        return False
+    return isinstance(function, torch.nn.Module)
+
+
+def _ignore(*args: Any, **kwargs: Any) -> None:
+    """The ``log_extra`` / ``log_metric`` a replay's reward functions get: the completion log has no column for them."""
+
+
+def extra_rewards(functions: Sequence[Callable[..., Any]], prompts: Sequence[Any], completions: Sequence[Any],
+                  completion_ids: Sequence[Sequence[int]], rows: Sequence[Mapping[str, Any]],
+                  trainer_state: Any = None) -> list[list[float]]:
+    """TRL-style reward functions on new rows (a replay's (q', y)), called as TRL calls them.
+
+    Each function is called once with every row: ``fn(prompts=..., completions=..., completion_ids=...,
+    trainer_state=..., log_extra=..., log_metric=..., **columns)``, where ``columns`` are the rows' dataset
+    columns (for a replay: its source row's, with ``constraints`` the kept ones) and ``log_extra`` / ``log_metric``
+    do nothing. ``None`` becomes NaN (no reward from that function), as in TRL; an ``async def`` function is run to
+    completion.
+
+    Args:
+        functions: the extra reward functions (the `ConstraintReward` excluded).
+        prompts: (N,) the rows' prompts (q'), in the dataset's format (chat messages or text).
+        completions: (N,) the completions (y), as TRL passes them.
+        completion_ids: (N,) token ids of each completion, without padding.
+        rows: (N,) the rows' dataset columns.
+        trainer_state: passed as ``trainer_state``.
+
+    Returns:
+        (N, len(functions)) rewards, NaN where a function returned None; ``[]`` for no rows.
+
+    Raises:
+        ValueError: a function returned a number of rewards other than N.
+    """
+    if not prompts:
+        return []
+    keys = [key for key in rows[0] if key not in ("prompt", "completion", "completion_ids")]
+    columns = {key: [row[key] for row in rows] for key in keys}
+    columns.update(trainer_state=trainer_state, log_extra=_ignore, log_metric=_ignore)
+    table = [[float("nan")] * len(functions) for _ in prompts]
+    for i, function in enumerate(functions):
+        output = function(prompts=list(prompts), completions=list(completions), completion_ids=list(completion_ids),
+                          **columns)
+        if inspect.isawaitable(output):
+            output = asyncio.run(_awaited(output))
+        output = list(output)
+        if len(output) != len(prompts):
+            name = getattr(function, "__name__", type(function).__name__)
+            raise ValueError(f"the reward function {name!r} returned {len(output)} rewards for {len(prompts)} "
+                             "hindsight rows (one per completion expected)")
+        for row, value in zip(table, output):
+            row[i] = float("nan") if value is None else float(value)
+    return table
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def weighted_rewards(per_func: Sequence[Sequence[float]], weights: Sequence[float]) -> list[float]:
+    """(N,) sum over reward functions of weight x reward, skipping NaN (no reward), as `GRPOTrainer` combines them
+    (``multi_objective_aggregation="sum_then_normalize"``); NaN for a row no function scored.
+
+    Args:
+        per_func: (N, F) rewards, the constraint reward first.
+        weights: (F,) ``reward_weights`` (all 1 when unset).
+    """
+    out = []
+    for row in per_func:
+        terms = [w * r for w, r in zip(weights, row, strict=True) if not math.isnan(r)]
+        out.append(math.fsum(terms) if terms else float("nan"))
+    return out

@@ -63,6 +63,7 @@ import logging
 import math
 import random
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,8 +72,9 @@ from typing import Any
 from .chat import last_user_text
 from .jsonfiles import read_json, read_jsonl
 from .templates import join_instruction
-from .verifiers import FAMILIES, ifeval, iftrain
+from .verifiers import FAMILIES, ifeval, iftrain, import_verifier_modules, registered_families
 from .verifiers import is_known as _is_known
+from .verifiers.registry import VerifierModuleError
 
 logger = logging.getLogger(__name__)
 
@@ -631,11 +633,44 @@ def compatible(constraints: Sequence[tuple[str, Mapping[str, Any]]]) -> bool:
 # --------------------------------------------------------------------------------------------------
 
 
-def _candidate_ids(families: Sequence[str]) -> list[str]:
-    unknown = sorted(set(families) - set(FAMILY_IDS))
+def registered_samplers(family: str) -> dict[str, Sampler]:
+    """``"family:instruction_id"`` -> kwargs sampler for the ids of a family registered with
+    `hir_trl.register_verifier` that `synthesize` can write: those with a ``description``, and either a
+    ``sample_kwargs`` or a checker that needs no kwargs. The others are skipped (logged at INFO)."""
+    samplers: dict[str, Sampler] = {}
+    for instruction_id, cls in FAMILIES[family].REGISTRY.items():
+        sampler = getattr(cls, "sample_kwargs", None)
+        if getattr(cls, "description", None) is None:
+            logger.info("synth skips %s/%s: registered without a description", family, instruction_id)
+            continue
+        if sampler is None:
+            try:
+                cls()
+            except TypeError:
+                logger.info("synth skips %s/%s: it needs kwargs and was registered without sample_kwargs", family,
+                            instruction_id)
+                continue
+            samplers[f"{family}:{instruction_id}"] = lambda rng, task, used: {}
+        else:
+            samplers[f"{family}:{instruction_id}"] = lambda rng, task, used, draw=sampler: dict(draw(rng, task))
+    return samplers
+
+
+def _families() -> list[str]:
+    """The families `synthesize` accepts: ``ifeval``, ``ifbench`` and every registered family."""
+    return sorted(FAMILY_IDS) + registered_families()
+
+
+def _samplers(families: Sequence[str]) -> dict[str, Sampler]:
+    unknown = sorted(set(families) - set(_families()))
     if unknown or not families:
-        raise ValueError(f"families must be a non-empty subset of {sorted(FAMILY_IDS)}, got {list(families)}")
-    return sorted({i for family in families for i in FAMILY_IDS[family] if i in SAMPLERS})
+        raise ValueError(f"families must be a non-empty subset of {_families()}, got {list(families)}")
+    samplers = {i: SAMPLERS[i] for family in families if family in FAMILY_IDS for i in FAMILY_IDS[family]
+                if i in SAMPLERS}
+    for family in families:
+        if family not in FAMILY_IDS:
+            samplers.update(registered_samplers(family))
+    return samplers
 
 
 def _resolve_family(data_source: str, instruction_id: str) -> str:
@@ -650,17 +685,19 @@ def _registry(family: str) -> Mapping[str, Any]:
 
 
 def sample_constraints(rng: random.Random, task: str, n: int, candidate_ids: Sequence[str],
-                       max_attempts: int = 50) -> list[tuple[str, dict[str, Any]]]:
+                       max_attempts: int = 50, samplers: Mapping[str, Sampler] | None = None
+                       ) -> list[tuple[str, dict[str, Any]]]:
     """Draw ``n`` mutually `compatible` ``(instruction_id, kwargs)`` pairs for ``task``.
 
     Ids are tried in an order shuffled by ``rng``; each one that does not conflict with those already kept
-    gets sampled kwargs, and is kept when the whole set stays `compatible`.
+    gets sampled kwargs (``samplers``, default `SAMPLERS`), and is kept when the whole set stays `compatible`.
 
     Raises:
         ValueError: ``n`` < 1, or no compatible set of ``n`` constraints was found in ``max_attempts`` tries.
     """
     if n < 1:
         raise ValueError(f"num_constraints must be >= 1, got {n}")
+    samplers = SAMPLERS if samplers is None else samplers
     ids = [i for i in candidate_ids if n == 1 or i not in EXCLUSIVE]
     if len(task) < 2:
         ids = [i for i in ids if i != "new:copy_span_idx"]
@@ -675,7 +712,7 @@ def sample_constraints(rng: random.Random, task: str, n: int, candidate_ids: Seq
             if any(conflicts(instruction_id, other) for other, _ in chosen):
                 continue
             trial_used = set(used)
-            kwargs = SAMPLERS[instruction_id](rng, task, trial_used)
+            kwargs = samplers[instruction_id](rng, task, trial_used)
             if compatible([*chosen, (instruction_id, kwargs)]):
                 chosen.append((instruction_id, kwargs))
                 used = trial_used
@@ -692,24 +729,32 @@ def synthesize(prompts: Sequence[str], n: int, seed: int, families: Sequence[str
         prompts: the task descriptions x (plain text, one per row).
         n: constraints per prompt.
         seed: seed of the single `random.Random` that draws ids, kwargs and joiners for all rows.
-        families: ``"ifeval"`` (IFEval's 25 ids) and/or ``"ifbench"`` (the 29 IF-RLVR training ids).
+        families: ``"ifeval"`` (IFEval's 25 ids), ``"ifbench"`` (the 29 IF-RLVR training ids) and/or families
+            registered with `hir_trl.register_verifier` (their ids with a description, `registered_samplers`).
 
     Returns:
         One row per prompt, in order (see the module docstring for the schema). ``extra_info.criteria`` are
-        the checkers' ``build_description()`` texts, ``prompt`` their join with ``extra_info.q_type``.
+        the checkers' ``build_description()`` texts, ``prompt`` their join with ``extra_info.q_type``. A row with
+        a constraint of a registered family is a native row instead (``task``, ``constraints`` with ``family``,
+        ``instruction_id``, ``kwargs`` and ``text``, ``template`` = the joiner, ``prompt``), since HIR-16K's
+        ``data_source`` names only the built-in families.
 
     Raises:
         ValueError: unknown family, an empty prompt, ``n`` < 1, or no compatible set found for a prompt.
     """
-    candidates = _candidate_ids(families)
+    samplers = _samplers(families)
+    candidates = sorted(samplers)
     rng = random.Random(seed)
     rows = []
     for index, task in enumerate(prompts):
         if not isinstance(task, str) or not task.strip():
             raise ValueError(f"prompt {index} is empty or not a string: {task!r}")
         task = task.strip()
-        constraints = sample_constraints(rng, task, n, candidates)
+        constraints = sample_constraints(rng, task, n, candidates, samplers=samplers)
         ids = [instruction_id for instruction_id, _ in constraints]
+        if any(i not in SAMPLERS for i in ids):  # a registered family's id: a native row
+            rows.append(_native_row(task, index, seed, constraints, rng.choice(Q_TYPES)))
+            continue
         data_source = "type1" if all(i in ifeval.REGISTRY for i in ids) else "type2"
         criteria = [_registry(_resolve_family(data_source, i))[i](**kwargs).build_description()
                     for i, kwargs in constraints]
@@ -724,6 +769,22 @@ def synthesize(prompts: Sequence[str], n: int, seed: int, families: Sequence[str
             "extra_info": {"index": index, "question": task, "criteria": criteria, "q_type": q_type},
         })
     return rows
+
+
+def _native_row(task: str, index: int, seed: int, constraints: Sequence[tuple[str, dict[str, Any]]],
+                q_type: str) -> dict[str, Any]:
+    """A native-format row (`hir_trl.data`) for constraints that include a registered family's
+    ``"family:instruction_id"``."""
+    items = []
+    for name, kwargs in constraints:
+        if name in SAMPLERS:
+            family, instruction_id = ("ifeval" if name in ifeval.REGISTRY else "ifbench"), name
+        else:
+            family, instruction_id = name.split(":", 1)
+        text = _registry(family)[instruction_id](**kwargs).build_description()
+        items.append({"text": text, "family": family, "instruction_id": instruction_id, "kwargs": kwargs})
+    return {"id": f"synth-{seed}-{index}", "task": task, "constraints": items, "template": q_type,
+            "prompt": join_instruction(task, [item["text"] for item in items], q_type)}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -823,8 +884,13 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--output", required=True, help="output file: .jsonl, .json or .parquet")
     parser.add_argument("--num_constraints", type=int, default=3, help="constraints per prompt (default 3)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--families", nargs="+", default=["ifeval", "ifbench"], choices=sorted(FAMILY_IDS),
-                        help="verifier families to sample from (default: ifeval ifbench)")
+    parser.add_argument("--families", nargs="+", default=["ifeval", "ifbench"], choices=_families(),
+                        help="verifier families to sample from (default: ifeval ifbench); a family of your own "
+                             "(hir_trl.register_verifier, imported with --verifier_modules) adds its ids that have "
+                             "a description")
+    parser.add_argument("--verifier_modules", nargs="+", default=None, metavar="MODULE",
+                        help="modules to import first, so that their register_verifier calls run (dotted names or "
+                             ".py files)")
     parser.add_argument("--max_rows", type=int, default=None, help="use the first N prompts only")
     parser.add_argument("--dataset_split", default="train", help="split of a Hub dataset (default train)")
     parser.add_argument("--dataset_config", default=None, help="configuration name of a Hub dataset")
@@ -833,6 +899,13 @@ def make_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``hir-trl synth``; returns the exit status."""
+    first = argparse.ArgumentParser(add_help=False)
+    first.add_argument("--verifier_modules", nargs="+", default=None)
+    try:
+        import_verifier_modules(first.parse_known_args(argv)[0].verifier_modules)  # before --families' choices
+    except VerifierModuleError as exc:
+        print(f"hir-trl synth: error: {exc}", file=sys.stderr)
+        return 2
     args = make_parser().parse_args(argv)
     prompts = read_prompts(args.dataset_name, split=args.dataset_split, name=args.dataset_config,
                            max_rows=args.max_rows)
@@ -840,8 +913,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise ValueError(f"{args.dataset_name} holds no prompts")
     rows = synthesize(prompts, args.num_constraints, args.seed, families=args.families)
     path = write_rows(rows, args.output)
-    type1 = sum(row["data_source"] == "type1" for row in rows)
-    print(f"Wrote {len(rows)} rows to {path} ({type1} type1, {len(rows) - type1} type2).")
+    counts = {kind: sum(row.get("data_source", "native") == kind for row in rows)
+              for kind in ("type1", "type2", "native")}
+    print(f"Wrote {len(rows)} rows to {path} ({counts['type1']} type1, {counts['type2']} type2"
+          + (f", {counts['native']} native with constraints of your own" if counts["native"] else "") + ").")
     return 0
 
 
@@ -860,6 +935,7 @@ __all__ = [
     "main",
     "numeric_compatible",
     "read_prompts",
+    "registered_samplers",
     "sample_constraints",
     "synthesize",
     "texts_compatible",

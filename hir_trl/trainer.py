@@ -38,17 +38,18 @@ from .batch import (
     row_rewards,
     sequence_advantages,
 )
-from .card import CARD_FIELDS, HIR_PAPER, hir_card_section
+from .card import HIR_PAPER, card_fields, hir_card_section
 from .configs import HiRConfig, check_batch_layout
 from .replay import allocate_shortfall, curriculum_lambda, load_replay_rng, save_replay_rng, select_rewrite
 from .rewards import (
-    ConstraintReward,
     Judge,
     SoftConstraintsWithoutJudgeError,
     VerdictMatrix,
     check_soft_constraints_judged,
+    extra_rewards,
     rejudge_replays,
     trainer_reward,
+    weighted_rewards,
 )
 from .sampling import SamplingRecorder, entropies_and_old_logps, record_sampling, sampling_logps
 from .step_log import (
@@ -82,15 +83,24 @@ class HiRTrainer(GRPOTrainer):
         args: a `HiRConfig`; defaults to ``HiRConfig("<model>-HiR")``.
         train_dataset: normalized rows from `hir_trl.load_hir_dataset` (columns ``prompt``, ``task``,
             ``constraints``, ``template``).
-        reward_funcs: leave ``None`` to verify the dataset's constraints with `ConstraintReward`, or pass one
-            `ConstraintReward` (for instance with a judge). Other reward functions are not supported: the
-            replay reward is defined by the constraints.
+        reward_funcs: leave ``None`` to verify the dataset's constraints with `ConstraintReward`; or pass a
+            `ConstraintReward` (for instance with a judge), TRL-style reward functions ``fn(prompts, completions,
+            **kwargs) -> list[float | None]``, or a list of both (the `ConstraintReward` first; one is built and put
+            first when only functions are given). A row's reward is TRL's weighted sum,
+            ``reward_weights[0] x constraint reward + sum_i reward_weights[i] x fn_i`` (weights 1 when unset), where
+            the constraint reward is ``HiRConfig.reward_mode``'s (ILA or CLA; 1 for a replay, which meets every
+            constraint q' keeps). A replay is a new row: its functions' rewards are computed on its own (q', y)
+            (`hir_trl.rewards.extra_rewards`).
         judge: the soft-constraint judge for the default `ConstraintReward`.
         dataset_name: the training dataset's Hub id or path, recorded in every model card.
         **kwargs: passed to `GRPOTrainer` (``eval_dataset``, ``processing_class``, ``peft_config``, ...).
 
     Raises:
-        TypeError: ``args`` is not a `HiRConfig`, or ``reward_funcs`` is not a single `ConstraintReward`.
+        TypeError: ``args`` is not a `HiRConfig`; a reward model (not a function) or two `ConstraintReward` in
+            ``reward_funcs``.
+        ValueError: a `ConstraintReward` whose ``reward_mode`` is not ``args.reward_mode``, one that is not first,
+            ``reward_weights`` of the wrong length, or extra functions with ``multi_objective_aggregation`` other
+            than ``"sum_then_normalize"`` (`hir_trl.rewards.trainer_reward`).
         SoftConstraintsWithoutJudgeError: soft constraints and no judge (`hir_trl.rewards.trainer_reward`).
 
     Example:
@@ -113,7 +123,7 @@ class HiRTrainer(GRPOTrainer):
     _paper = HIR_PAPER
 
     def __init__(self, model: Any, args: HiRConfig | None = None, train_dataset: Any = None,
-                 reward_funcs: ConstraintReward | None = None, judge: Judge | None = None,
+                 reward_funcs: Any = None, judge: Judge | None = None,
                  dataset_name: str | None = None, **kwargs: Any) -> None:
         if args is None:
             name = model if isinstance(model, str) else model.config._name_or_path
@@ -124,6 +134,7 @@ class HiRTrainer(GRPOTrainer):
                                                                    reward_funcs, judge)
         if eval_dataset is not None:
             kwargs["eval_dataset"] = eval_dataset
+        reward_funcs, self.extra_reward_funcs = reward_funcs[0], reward_funcs[1:]
         if args.use_vllm and args.vllm_mode == "colocate" and vllm_runs_on_cpu():
             check_head_size(model)
         self.constraint_reward = reward_funcs
@@ -132,7 +143,8 @@ class HiRTrainer(GRPOTrainer):
         self._hir_capture: dict[str, Any] | None = None
         self._replay_rng = random.Random(args.seed)
         self._timer = StepTimer()
-        super().__init__(model=model, reward_funcs=[reward_funcs], args=args, train_dataset=train_dataset, **kwargs)
+        super().__init__(model=model, reward_funcs=[reward_funcs, *self.extra_reward_funcs], args=args,
+                         train_dataset=train_dataset, **kwargs)
         if self.use_vllm and self.vllm_mode == "colocate" and vllm_runs_on_cpu():
             fix_colocate_weight_sync(self.vllm_generation)  # vLLM's CPU build repacks its weights (hir_trl.vllm_cpu)
         if self.accelerator.device.type == "cuda":
@@ -152,13 +164,14 @@ class HiRTrainer(GRPOTrainer):
     # ------------------------------------------------------------------ TRL hooks (each calls super())
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        """Override of `GRPOTrainer._calculate_rewards`: keep this rank's verdicts and log ILA / CLA.
+        """Override of `GRPOTrainer._calculate_rewards`: keep this rank's verdicts and rewards and log ILA / CLA.
 
-        Calls super (which calls `ConstraintReward` once per row), then records ``reward/ila`` and ``reward/cla``
-        over all ranks' original rows and ``verify/errors`` (failed checks, a count).
+        Calls super (which calls `ConstraintReward` and each extra reward function once per row), then records
+        ``reward/ila`` and ``reward/cla`` over all ranks' original rows and ``verify/errors`` (failed checks, a
+        count); the HiR capture gets this rank's verdicts and its (B, F) rows of ``rewards_per_func``.
 
         Returns:
-            super's (B_global, 1) rewards tensor, unchanged.
+            super's (B_global, F) rewards tensor (F reward functions, the constraint reward first), unchanged.
 
         Raises:
             RuntimeError: `ConstraintReward` did not record one verdict row per completion.
@@ -176,7 +189,10 @@ class HiRTrainer(GRPOTrainer):
         metrics["reward/cla"].append(cla / count)
         metrics["verify/errors"].append(errors)
         if self._hir_capture is not None:
-            self._hir_capture.update(prompts=prompts, completions=completions, verdicts=verdicts)
+            local = slice(self.accelerator.process_index * len(prompts),
+                          (self.accelerator.process_index + 1) * len(prompts))
+            self._hir_capture.update(prompts=prompts, completions=completions, verdicts=verdicts,
+                                     rewards_per_func=rewards_per_func[local].tolist())
         return rewards_per_func
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep,
@@ -289,7 +305,8 @@ class HiRTrainer(GRPOTrainer):
         path = os.path.join(self.args.output_dir, "README.md")
         if self.is_world_process_zero() and os.path.isfile(path):
             with open(path, "a", encoding="utf-8") as handle:
-                handle.write("\n" + hir_card_section(self.args, dataset_name, self.state.log_history))
+                handle.write("\n" + hir_card_section(self.args, dataset_name, self.state.log_history,
+                                                     list(self.reward_func_names)))
 
     def _save_checkpoint(self, model, trial):
         """Override of `GRPOTrainer._save_checkpoint`: also save the replay RNG and the model card.
@@ -382,12 +399,9 @@ class HiRTrainer(GRPOTrainer):
                 skip=("ref_per_token_logps",) if self.kl_coef else ())
             self._replay_passes(extended, rows, B)
 
-        # 5. Rewards (replays 1, pads NaN) and advantages (`hir_trl.advantages.hir_advantages`).
-        mode = self.constraint_reward.reward_mode
-        supp_verdicts = supplement["verdicts"] if supplement is not None else VerdictMatrix([])
-        rewards = row_rewards(verdicts.rewards(mode), rows, supp_verdicts.rewards(mode),
-                              rejudge_replays(self.constraint_reward.judge, mode, inputs, completions, rows)
-                              if args.rejudge_replays else None)
+        # 5. Rewards (`_row_rewards`: replays 1 plus their own extra rewards, pads NaN) and advantages
+        #    (`hir_trl.advantages.hir_advantages`).
+        rewards = self._row_rewards(inputs, output, capture, rows, supplement)
         extended["advantages"] = hir_advantages(
             torch.tensor(rewards, dtype=torch.float32, device=self.accelerator.device), rows, B, m,
             loss_mask(extended), replay_advantage=args.replay_advantage, replay_weight=args.replay_weight,
@@ -400,6 +414,38 @@ class HiRTrainer(GRPOTrainer):
         # 6. Metrics, the completion log and `last_replay`.
         self._log_step(inputs, extended, rows, supplement, completions, lam, rewards, B)
         return extended
+
+    def _row_rewards(self, inputs, output, capture, rows: list[NewRow], supplement) -> list[float]:
+        """(B + len(rows),) reward of every row of the extended batch, each TRL's weighted sum over the reward
+        functions (`hir_trl.rewards.weighted_rewards`, ``reward_weights``): the sampled and supplementary rows'
+        from TRL's own reward call; a replay's constraint reward is 1 (or re-judged, ``rejudge_replays``) and its
+        extra rewards are computed on its own (q', y), with its kept constraints (`hir_trl.rewards.extra_rewards`);
+        a pad's is NaN."""
+        weights, mode = self.reward_weights.tolist(), self.args.reward_mode
+
+        def per_func(part):  # the constraint reward from the verdicts (exact), the others from TRL's call (float32)
+            return [[reward, *others[1:]] for reward, others in zip(part["verdicts"].rewards(mode),
+                                                                     part["rewards_per_func"], strict=True)]
+
+        sampled = weighted_rewards(per_func(capture), weights)
+        supplementary = weighted_rewards(per_func(supplement), weights) if supplement is not None else []
+        replays = [(offset, row) for offset, row in enumerate(rows) if row.kind == "replay"]
+        constraint = {offset: 1.0 for offset, _ in replays}
+        if self.args.rejudge_replays:
+            constraint.update(rejudge_replays(self.constraint_reward.judge, self.args.reward_mode, inputs,
+                                              capture["completions"], rows))
+        extras = extra_rewards(
+            self.extra_reward_funcs, [row.q_prime for _, row in replays],
+            [capture["completions"][row.source] for _, row in replays],
+            [output["completion_ids"][row.source][output["completion_mask"][row.source].bool()].tolist()
+             for _, row in replays],
+            [{**inputs[row.source], "prompt": row.q_prime,
+              "constraints": [c for c, kept in zip(inputs[row.source]["constraints"], row.choice.satisfied) if kept]}
+             for _, row in replays],
+            self.state) if self.extra_reward_funcs and replays else [[] for _ in replays]
+        replay_rewards = weighted_rewards([[constraint[offset], *extra] for (offset, _), extra in zip(replays, extras)],
+                                          weights)
+        return row_rewards(sampled, rows, supplementary, dict(zip(constraint, replay_rewards)))
 
     def _policy_pass(self, model, prompt_ids, prompt_mask, completion_ids, completion_mask, entropy=False,
                      timer: str | None = None):
@@ -490,6 +536,7 @@ class HiRTrainer(GRPOTrainer):
                 if isinstance(value, torch.Tensor) and value.dim() > 0 and value.size(0) == len(extra)}
         kept.update(prompts=capture["prompts"][:need], completions=capture["completions"][:need],
                     verdicts=VerdictMatrix(capture["verdicts"].verdicts[:need]),
+                    rewards_per_func=capture["rewards_per_func"][:need],
                     fillers=most - need, generated_tokens=generated)
         return kept
 
@@ -521,5 +568,5 @@ class HiRTrainer(GRPOTrainer):
                 logged[name].append(value)
 
 
-__all__ = ["CARD_FIELDS", "HIR_PAPER", "HiRTrainer", "ReplayBatch", "SoftConstraintsWithoutJudgeError",
+__all__ = ["HIR_PAPER", "card_fields", "HiRTrainer", "ReplayBatch", "SoftConstraintsWithoutJudgeError",
            "check_batch_layout", "check_soft_constraints_judged", "hir_card_section"]

@@ -26,7 +26,7 @@ PROMPT = [{"role": "user", "content": "Write something."}]
 
 
 def test_ila_cla_and_alignment_after_a_checker_failure():
-    reward = ConstraintReward()
+    reward = ConstraintReward(reward_mode="ila")
     completions = [
         [{"role": "assistant", "content": "this is a simple sentence written in plain english for the test"}],
         [{"role": "assistant", "content": "Has, A Comma"}],
@@ -90,9 +90,13 @@ def test_inputs_validation_and_text_helpers():
     with pytest.raises(ValueError, match="2 prompts"):
         ConstraintReward().verify([PROMPT, PROMPT], ["a"], [[NO_COMMA]])
     with pytest.raises(ValueError, match="constraints"):
-        ConstraintReward()([PROMPT], ["a"])
+        ConstraintReward(reward_mode="ila")([PROMPT], ["a"])
     with pytest.raises(ValueError):
         ConstraintReward(reward_mode="dense")
+    unset = ConstraintReward()  # HiRTrainer sets HiRConfig's mode; outside it, an unset mode scores ILA
+    assert unset.reward_mode is None and unset([PROMPT], ["a, b"], constraints=[[NO_COMMA, LOWER]]) == [0.0]
+    with pytest.raises(ValueError, match="reward_mode"):
+        VerdictMatrix([[Verdict(True)]]).rewards("dense")
     assert completion_text("x") == "x"
     assert instruction_text([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]) == "u"
     assert VerdictMatrix([[Verdict(True), Verdict(False)]]).ila() == [0.0]

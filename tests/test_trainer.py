@@ -190,10 +190,12 @@ def test_model_card_tagged_hir(tmp_path, tiny_model_path, sample_dataset):
     assert "- hir" in card and "2512.23457" in card and "HiR" in card
 
 
-def test_reward_funcs_must_be_constraint_reward(tmp_path, tiny_model_path, sample_dataset):
-    with pytest.raises(TypeError, match="ConstraintReward"):
+def test_reward_funcs_are_functions_beside_one_constraint_reward(tmp_path, tiny_model_path, sample_dataset):
+    # reward functions are accepted beside the constraint reward (tests/test_custom_constraints.py); a reward model
+    # is not, since a replay's reward must be computed on its own (q', y)
+    with pytest.raises(TypeError, match="reward models are not supported"):
         HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path), train_dataset=sample_dataset,
-                   reward_funcs=lambda completions, **kw: [0.0] * len(completions))
+                   reward_funcs=[ConstraintReward(), "org/reward-model"])
     with pytest.raises(TypeError, match="HiRConfig"):
         from trl import GRPOConfig
 

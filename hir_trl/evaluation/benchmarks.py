@@ -6,7 +6,8 @@ Four formats are read (``--format`` overrides the detection):
 format     rows
 ========== ================================================================================================
 ``ifeval`` IFEval's ``input_data.jsonl``: ``{"key", "prompt", "instruction_id_list", "kwargs"}``; every id
-           is checked by the ``ifeval`` verifier family. Category = the id's prefix before ``":"``.
+           is checked by the ``ifeval`` verifier family; ``"family:instruction_id"`` names a constraint of a family
+           registered with `hir_trl.register_verifier`. Category = the id's prefix before ``":"``.
 ``ifbench`` the same row shape (IFBench's ``IFBench_test.jsonl``). An id is looked up in the ``ifbench``
            family first, then in ``ifeval`` (IFBench rows may use the 25 classic ids).
 ``muldimif`` MulDimIF's ``test.json``: ``{"id", "conversations", "constraints": [[category, subcategory,
@@ -29,6 +30,7 @@ configured, otherwise reported as unjudged).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -41,6 +43,7 @@ from .. import verifiers
 from ..chat import instruction_text
 from ..jsonfiles import JSONFileError, read_records
 from ..verifiers import ifbench, ifeval
+from ..verifiers.registry import own_loose_check, registered_families, registered_id
 
 #: The benchmark formats ``--format`` accepts (``"auto"`` detects one of them).
 FORMATS: tuple[str, ...] = ("ifeval", "ifbench", "muldimif", "hir")
@@ -121,10 +124,13 @@ class Benchmark:
     path: str
     rows: list[EvalRow]
 
-    @property
+    @functools.cached_property
     def has_loose(self) -> bool:
-        """True for the IFEval-style formats, which report strict and loose accuracies."""
-        return self.format in LOOSE_FORMATS
+        """True when strict and loose accuracies are reported: the IFEval-style formats, and HIR/native data holding
+        a constraint registered with a loose check of its own (``register_verifier(..., check_loose=...)``)."""
+        return self.format in LOOSE_FORMATS or any(
+            c.kind == "hard" and own_loose_check(c.family, c.instruction_id) for row in self.rows
+            for c in row.constraints)
 
     @property
     def group_names(self) -> list[str]:
@@ -208,12 +214,15 @@ def _ifeval_rows(records: list[Any], path: str, fmt: str) -> list[EvalRow]:
             if not isinstance(kwargs, Mapping):
                 raise BenchmarkFormatError(f"{where}: field 'kwargs[{j}]' must be an object")
             family = next((f for f in families if verifiers.is_known(f, instruction_id)), None)
-            status, problem = "ok", None
-            if family is None:
+            status, problem, category = "ok", None, _category(instruction_id)
+            registered = registered_id(instruction_id) if family is None else None
+            if registered is not None:  # "family:instruction_id" of a family of your own (register_verifier)
+                family, instruction_id = registered
+            elif family is None:
                 family, status = families[-1], "unknown"
                 problem = f"unknown instruction id {instruction_id!r} (not in the {' or '.join(families)} family)"
-            constraints.append(EvalConstraint("hard", family, instruction_id, dict(kwargs), None,
-                                              _category(instruction_id), status, problem))
+            constraints.append(EvalConstraint("hard", family, instruction_id, dict(kwargs), None, category, status,
+                                              problem))
         rows.append(EvalRow(_key(record, index), prompt, [{"role": "user", "content": prompt}], constraints))
     return rows
 
@@ -263,6 +272,8 @@ def _muldimif_rows(records: list[Any], path: str) -> list[EvalRow]:
 def _hir_category(family: str | None, instruction_id: str | None) -> str:
     if not instruction_id:
         return "soft"
+    if family in registered_families():
+        return family
     if family == "muldimif":
         return instruction_id.split("_", 1)[0]
     return _category(instruction_id)

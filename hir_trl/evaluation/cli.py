@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..verifiers.registry import import_verifier_modules
 from ..verifiers.text import SPLITTERS, SentenceTokenizerError, set_sentence_splitter
 from .benchmarks import FORMATS, Benchmark, _slug, load_benchmark
 from .generation import BACKENDS, GenerationSettings, generate_responses
@@ -46,6 +47,11 @@ def _add_benchmark_args(parser: argparse.ArgumentParser) -> None:
                         help="also write a PNG of per-category accuracy (needs matplotlib); default path: next to "
                              "the report")
     parser.add_argument("--no-rows", action="store_true", help="leave the per-row verdicts out of the JSON report")
+    parser.add_argument("--verifier-modules", "--verifier_modules", nargs="+", default=None, metavar="MODULE",
+                        help="modules to import first, so that their hir_trl.register_verifier calls add your own "
+                             "constraints (dotted names, found on sys.path or in the current directory, or .py "
+                             "files); benchmark rows name them as family/instruction_id (HIR/native data) or "
+                             "'family:instruction_id' (IFEval-format instruction_id_list)")
     parser.add_argument("--sentence-splitter", default=None, choices=SPLITTERS,
                         help="sentence splitter: punkt (default: NLTK's own Punkt, as the official scorers) or "
                              "fallback (a regex splitter; reported, and its figures are not official)")
@@ -253,6 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     handler = {"score": run_score, "generate": run_generate, "compare": run_compare}[args.command]
     try:
+        import_verifier_modules(getattr(args, "verifier_modules", None))
         if getattr(args, "sentence_splitter", None):
             set_sentence_splitter(args.sentence_splitter)
         return handler(args)

@@ -95,7 +95,7 @@ def format_benchmark(bench: Mapping[str, Any]) -> str:
     for name, values in bench["pass_at_k"].items():
         ks = ", ".join(f"pass@{k} {_pct(v)}" for k, v in values.items())
         out.append(f"pass@k ({METRIC_LABELS.get(name, name)}, unbiased estimator, %): {ks}")
-    loose = bench["format"] in ("ifeval", "ifbench")
+    loose = any("loose_acc" in stats for stats in bench["by_category"].values())
     for title, key in (("category", "by_category"), ("instruction id", "by_instruction")):
         breakdown = bench[key]
         if not breakdown:

@@ -6,8 +6,9 @@ lm-eval 0.4.x):
 - Responses are joined to benchmark rows by prompt text (the final user turn). A prompt with no response is
   a failure of every one of its constraints, and is listed in the report.
 - Strict: `hir_trl.verifiers.verify_constraint` (``None`` kwargs dropped, an all-whitespace response fails;
-  a checker exception is a failed verdict whose error is recorded). Loose (IFEval/IFBench formats): the same
-  call with ``loose=True``, the family's ``check_loose`` (any of the 8 official variants passes).
+  a checker exception is a failed verdict whose error is recorded). Loose (IFEval/IFBench formats, and HIR/native
+  data holding a constraint registered with ``check_loose``): the same call with ``loose=True``, the family's
+  ``check_loose`` (any of the 8 official variants passes; a registered ``check_loose`` decides for its own id).
 - Prompt-level accuracy: the fraction of rows whose constraints all pass (the paper's ILA); instruction-level
   accuracy: the micro-average over all constraints of all rows. CLA (MulDimIF/HIR formats): the mean over
   rows of the fraction of the row's constraints met.
@@ -33,7 +34,7 @@ from ..chat import prompt_text
 from ..jsonfiles import JSONFileError, read_jsonl
 from ..rewards import Judge, judge_batch
 from ..verifiers import Verdict, sentence_backend, sentence_tokenizer_name, verify_constraint
-from .benchmarks import Benchmark, EvalConstraint
+from .benchmarks import LOOSE_FORMATS, Benchmark, EvalConstraint
 
 #: Version of the report JSON layout.
 REPORT_VERSION = 1
@@ -53,6 +54,8 @@ METRIC_LABELS = {
     "inst_level_loose_acc": "instruction-level loose",
     "ila": "ILA (all constraints met)",
     "cla": "CLA (fraction of constraints met)",
+    "ila_loose": "ILA, loose",
+    "cla_loose": "CLA, loose",
 }
 
 SENTENCE_BACKEND_NOTES = {
@@ -303,10 +306,13 @@ def _mean(values: Iterable[float | bool | None]) -> float | None:
 
 def _metric_specs(benchmark: Benchmark) -> dict[str, tuple[str, str]]:
     """metric name -> (mode, aggregation): aggregation is ``prompt``, ``micro`` or ``macro``."""
-    if benchmark.has_loose:
+    if benchmark.format in LOOSE_FORMATS:
         return {"prompt_level_strict_acc": ("strict", "prompt"), "inst_level_strict_acc": ("strict", "micro"),
                 "prompt_level_loose_acc": ("loose", "prompt"), "inst_level_loose_acc": ("loose", "micro")}
-    return {"ila": ("strict", "prompt"), "cla": ("strict", "macro")}
+    specs = {"ila": ("strict", "prompt"), "cla": ("strict", "macro")}
+    if benchmark.has_loose:  # HIR/native data with a registered loose check
+        specs.update(ila_loose=("loose", "prompt"), cla_loose=("loose", "macro"))
+    return specs
 
 
 def _aggregate(rows_cells: Sequence[Sequence[Cell]], mode: str, aggregation: str) -> float | None:

@@ -5,7 +5,8 @@ the family and its ``kwargs``. Every family module has the same shape (`hir_trl.
 ``REGISTRY`` and ``VERIFIER``, its `VerifierFamily` record, whose ``build_checker`` / ``check`` (strict) /
 ``check_loose`` are the one shared evaluation of `hir_trl.verifiers.evaluation_lib`. `verify_constraint` runs
 the family's strict or loose check and never raises: a checker exception becomes a failed `Verdict` whose
-``error`` holds the exception text.
+``error`` holds the exception text. `register_verifier` (`hir_trl.verifiers.registry`) adds a checker function of
+your own to `FAMILIES`, under a family of your own.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from . import ifbench, ifeval, muldimif
 from .base import Checker, Verdict
 from .evaluation_lib import VerifierFamily
+from .registry import import_verifier_modules, register_verifier, registered_families
 from .text import (
     count_sentences,
     count_words,
@@ -27,8 +29,11 @@ from .text import (
 )
 
 #: Family name -> family module (each has ``FAMILY``, ``REGISTRY``, ``VERIFIER`` and ``VERIFIER``'s ``build_checker``,
-#: ``check`` and ``check_loose``).
+#: ``check`` and ``check_loose``): the built-in families, then those `register_verifier` created. The one list of
+#: families that data loading, training, ``hir-trl synth`` and ``hir-trl eval`` read.
 FAMILIES: dict[str, ModuleType] = {module.VERIFIER.name: module for module in (ifeval, ifbench, muldimif)}
+#: The names of the built-in families.
+BUILTIN_FAMILIES: tuple[str, ...] = tuple(FAMILIES)
 
 
 def is_known(family: str, instruction_id: str) -> bool:
@@ -94,14 +99,18 @@ def verify_constraint(
 
 
 __all__ = [
+    "BUILTIN_FAMILIES",
     "FAMILIES",
     "Checker",
     "Verdict",
     "VerifierFamily",
     "count_sentences",
     "count_words",
+    "import_verifier_modules",
     "install_punkt",
     "is_known",
+    "register_verifier",
+    "registered_families",
     "sentence_backend",
     "sentence_tokenizer_name",
     "set_sentence_splitter",

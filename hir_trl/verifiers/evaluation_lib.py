@@ -154,10 +154,15 @@ class VerifierFamily:
 
         The variants are tried in order and the first passing one decides, as in the official loop (so a variant
         on which the checker raises is only reached when the earlier ones fail). With `strict_only` this is the
-        strict verdict. Raises the same errors as `check`.
+        strict verdict. A checker with a loose check of its own (``check_following_loose``: one registered with
+        ``register_verifier(..., check_loose=...)``) gives the loose verdict itself, on the response as it is (an
+        all-whitespace response still fails). Raises the same errors as `check`.
         """
         _require_text(response)
         checker = self.build_checker(instruction_id, kwargs, prompt, reading)
+        own_loose = getattr(checker, "check_following_loose", None)
+        if own_loose is not None:
+            return bool(response.strip()) and bool(own_loose(response, prompt))
         return any(_passes(checker, variant, prompt) for variant in self.loose_variants(response))
 
 
