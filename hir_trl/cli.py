@@ -100,15 +100,23 @@ def _complete_checkpoints(output_dir: str) -> list[Path]:
     return sorted((p for p in found if (p / "trainer_state.json").is_file()), key=lambda p: int(p.name.split("-")[-1]))
 
 
-def check_resume(resume_from_checkpoint, output_dir: str) -> None:
-    """Refuse a ``resume_from_checkpoint`` that names no complete checkpoint (before any model is loaded).
+def check_resume(resume_from_checkpoint, output_dir: str) -> str | None:
+    """Resolve ``resume_from_checkpoint`` to a checkpoint folder, refusing one that is no complete checkpoint (before
+    any model is loaded).
+
+    ``true`` (as the recipe's boolean or the command line's string) means the latest ``checkpoint-N`` of
+    ``output_dir``, found as transformers does (`transformers.trainer_utils.get_last_checkpoint`); ``false``, an
+    empty string or None mean a fresh run.
+
+    Returns:
+        The checkpoint folder to resume from, or None for a fresh run.
 
     Raises:
         ValueError: the folder does not exist or has no trainer_state.json (a checkpoint interrupted while it was
             being saved); ``true`` with no complete checkpoint in ``output_dir``, or an incomplete latest one.
     """
     if resume_from_checkpoint in (None, False, "", "false", "False"):
-        return
+        return None
     if resume_from_checkpoint in (True, "true", "True"):
         from transformers.trainer_utils import get_last_checkpoint
 
@@ -125,6 +133,7 @@ def check_resume(resume_from_checkpoint, output_dir: str) -> None:
         hint = (f"; resume from {complete[-1]} instead, or delete {path}" if complete else "")
         raise ValueError(f"resume_from_checkpoint: {path} is not a complete checkpoint (no trainer_state.json; was "
                          f"it interrupted while saving?){hint}")
+    return str(path)
 
 
 def prepare_training(script_args, training_args, model_args):
@@ -146,7 +155,8 @@ def prepare_training(script_args, training_args, model_args):
 
     if not script_args.dataset_name:
         raise ValueError("dataset_name is required: a Hub dataset id or a local .jsonl/.json/.parquet file or folder")
-    check_resume(training_args.resume_from_checkpoint, training_args.output_dir)
+    # transformers takes a string as a path: "true" from the command line becomes the latest checkpoint's folder
+    training_args.resume_from_checkpoint = check_resume(training_args.resume_from_checkpoint, training_args.output_dir)
     dataset = load_hir_dataset(script_args.dataset_name, split=script_args.dataset_train_split,
                                name=script_args.dataset_config, max_rows=script_args.dataset_max_rows,
                                on_unverifiable=script_args.dataset_on_unverifiable)

@@ -28,6 +28,8 @@ class HiRConfig(GRPOConfig):
     ``replay_advantage="positive"`` and ``replay_truncated_completions=False``; the paper recipes set the paper's.
 
     Parameters:
+        per_device_train_batch_size (`int`, defaults to `6`):
+            Completions per device per step: one group of m = 6 (TRL's default of 8 holds no whole number of groups).
         num_replays (`int`, defaults to `2`):
             k: hindsight samples appended to each group of ``num_generations`` completions (Algorithm 1).
             0 turns replay off (RL-CR with the default ``reward_mode="cla"``, RL-IR with ``"ila"``).
@@ -99,6 +101,15 @@ class HiRConfig(GRPOConfig):
             ``hub_token`` (it would be saved in ``training_args.bin``) or a credential in a judge field.
     """
 
+    per_device_train_batch_size: int = field(
+        default=6,
+        metadata={"help": "Completions per device per step (TRL's default, 8, holds no whole number of groups of the "
+                  "default num_generations = 6): 6 = one instruction's group of m completions."},
+    )
+    per_device_eval_batch_size: int = field(
+        default=6,
+        metadata={"help": "Completions per device per evaluation step; a multiple of num_generations."},
+    )
     num_generations: int | None = field(
         default=6,
         metadata={"help": "m: completions sampled per instruction (paper default 6). The generation batch "
@@ -298,6 +309,12 @@ class HiRConfig(GRPOConfig):
                 "replays are failed completions picked from its m samples (paper: m = 6, k = 2), so with k >= m the "
                 "group would hold as many hindsight rows as sampled ones, or more. Lower num_replays or raise "
                 "num_generations.")
+        if self.bf16 is None and not self.fp16 and not self.use_cpu:
+            # TRL's default (bf16 unless fp16) refuses to construct where bf16 cannot run (a machine without a GPU):
+            # there the default is full precision, as transformers' own.
+            from transformers.utils import is_torch_bf16_gpu_available, is_torch_xla_available
+
+            self.bf16 = is_torch_bf16_gpu_available() or is_torch_xla_available()
         super().__post_init__()
         self._validate_judge_fields()
         if self.replay_min_satisfied < 0:

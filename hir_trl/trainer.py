@@ -40,6 +40,7 @@ from .batch import (
 )
 from .card import CARD_FIELDS, HIR_PAPER, hir_card_section
 from .configs import HiRConfig, check_batch_layout
+from .data import normalize_dataset
 from .replay import allocate_shortfall, curriculum_lambda, load_replay_rng, save_replay_rng, select_rewrite
 from .rewards import (
     ConstraintReward,
@@ -80,8 +81,9 @@ class HiRTrainer(GRPOTrainer):
     Args:
         model: a model id or local path, or a `PreTrainedModel` (as for `GRPOTrainer`).
         args: a `HiRConfig`; defaults to ``HiRConfig("<model>-HiR")``.
-        train_dataset: normalized rows from `hir_trl.load_hir_dataset` (columns ``prompt``, ``task``,
-            ``constraints``, ``template``).
+        train_dataset: rows from `hir_trl.load_hir_dataset` (columns ``prompt``, ``task``, ``constraints``,
+            ``template``, ``row_id``), or any rows it reads (HIR-16K or native, e.g. ``Dataset.from_list``):
+            normalized here (`hir_trl.data.normalize_dataset`).
         reward_funcs: leave ``None`` to verify the dataset's constraints with `ConstraintReward`, or pass one
             `ConstraintReward` (for instance with a judge). Other reward functions are not supported: the
             replay reward is defined by the constraints.
@@ -91,6 +93,8 @@ class HiRTrainer(GRPOTrainer):
 
     Raises:
         TypeError: ``args`` is not a `HiRConfig`, or ``reward_funcs`` is not a single `ConstraintReward`.
+        DatasetFormatError: (a `ValueError`) a training or evaluation row of no schema `load_hir_dataset` reads, or
+            with a malformed field: the message names the row and the field.
         SoftConstraintsWithoutJudgeError: soft constraints and no judge (`hir_trl.rewards.trainer_reward`).
 
     Example:
@@ -120,8 +124,10 @@ class HiRTrainer(GRPOTrainer):
             args = HiRConfig(f"{str(name).split('/')[-1]}-HiR")
         if not isinstance(args, HiRConfig):
             raise TypeError(f"HiRTrainer needs a HiRConfig, got {type(args).__name__}")
-        reward_funcs, train_dataset, eval_dataset = trainer_reward(args, train_dataset, kwargs.get("eval_dataset"),
-                                                                   reward_funcs, judge)
+        train_dataset = normalize_dataset(train_dataset, "train_dataset")
+        eval_dataset = normalize_dataset(kwargs.get("eval_dataset"), "eval_dataset")
+        reward_funcs, train_dataset, eval_dataset = trainer_reward(args, train_dataset, eval_dataset, reward_funcs,
+                                                                   judge)
         if eval_dataset is not None:
             kwargs["eval_dataset"] = eval_dataset
         if args.use_vllm and args.vllm_mode == "colocate" and vllm_runs_on_cpu():
