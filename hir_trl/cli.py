@@ -136,6 +136,50 @@ def check_resume(resume_from_checkpoint, output_dir: str) -> str | None:
     return str(path)
 
 
+def _previous_run(output_dir: str) -> list[str]:
+    """What in ``output_dir`` belongs to an earlier run: its ``checkpoint-N`` folders, ``completions/`` and
+    ``trainer_state.json`` (names relative to ``output_dir``)."""
+    folder = Path(output_dir)
+    if not folder.is_dir():
+        return []
+    found = sorted((p.name for p in folder.glob("checkpoint-*") if p.name.split("-")[-1].isdigit() and p.is_dir()),
+                   key=lambda name: int(name.split("-")[-1]))
+    if (folder / "completions").is_dir() and any((folder / "completions").iterdir()):
+        found.append("completions/")
+    if (folder / "trainer_state.json").is_file():
+        found.append("trainer_state.json")
+    return found
+
+
+def check_output_dir(output_dir: str, resume_from_checkpoint: str | None, overwrite: bool) -> None:
+    """Keep two runs from mixing in one ``output_dir`` (before any model is loaded).
+
+    A fresh run (no ``resume_from_checkpoint``) into a folder that holds another run's checkpoints, completion logs
+    or trainer state is refused, unless ``overwrite`` (``--overwrite_output_dir``), which deletes that run's
+    ``checkpoint-N`` folders, ``completions/`` and ``trainer_state.json`` first (on the main process only), so that
+    neither the summary, checkpoint rotation nor a later ``--resume_from_checkpoint true`` sees them.
+
+    Raises:
+        ValueError: ``output_dir`` holds another run and neither ``overwrite`` nor ``resume_from_checkpoint`` is set.
+    """
+    previous = _previous_run(output_dir)
+    if not previous or resume_from_checkpoint is not None:
+        return
+    if not overwrite:
+        shown = ", ".join(previous if len(previous) <= 4 else [*previous[:2], "...", *previous[-2:]])
+        raise ValueError(f"output_dir {output_dir} holds another run ({shown}): pass --overwrite_output_dir true to "
+                         "replace it, --resume_from_checkpoint true to continue it, or choose another output_dir")
+    if os.environ.get("RANK", "0") == "0":  # one process deletes (all of them check before anything is written)
+        import shutil
+
+        for name in previous:
+            path = Path(output_dir) / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+
+
 def prepare_training(script_args, training_args, model_args):
     """Everything before the first step: check the resume point, load the data, (optionally) build the tiny
     model, and build the `HiRTrainer` (which loads the model and builds the judge). Every user error surfaces here.
@@ -144,7 +188,8 @@ def prepare_training(script_args, training_args, model_args):
         ``(trainer, dataset)``.
 
     Raises:
-        ValueError: no ``dataset_name``, or a ``resume_from_checkpoint`` that is no complete checkpoint; see also
+        ValueError: no ``dataset_name``, a ``resume_from_checkpoint`` that is no complete checkpoint, or an
+            ``output_dir`` holding another run (`check_output_dir`); see also
             `hir_trl.load_hir_dataset` (`DatasetFormatError`) and `HiRTrainer`.
         hir_trl.judge.MissingJudgeKeyError: the data has soft constraints and the judge's key variable is unset.
     """
@@ -157,6 +202,7 @@ def prepare_training(script_args, training_args, model_args):
         raise ValueError("dataset_name is required: a Hub dataset id or a local .jsonl/.json/.parquet file or folder")
     # transformers takes a string as a path: "true" from the command line becomes the latest checkpoint's folder
     training_args.resume_from_checkpoint = check_resume(training_args.resume_from_checkpoint, training_args.output_dir)
+    check_output_dir(training_args.output_dir, training_args.resume_from_checkpoint, script_args.overwrite_output_dir)
     dataset = load_hir_dataset(script_args.dataset_name, split=script_args.dataset_train_split,
                                name=script_args.dataset_config, max_rows=script_args.dataset_max_rows,
                                on_unverifiable=script_args.dataset_on_unverifiable)
@@ -215,7 +261,9 @@ def run_training(trainer, dataset, script_args, training_args) -> None:
         trainer.end()
     if trainer.accelerator.is_main_process:
         print(training_summary(training_args.output_dir, trainer.state.log_history, dataset,
-                               log_completions=training_args.log_completions), end="", flush=True)
+                               log_completions=training_args.log_completions, last_step=trainer.state.global_step,
+                               generations_per_step=(training_args.gradient_accumulation_steps
+                                                     / training_args.steps_per_generation)), end="", flush=True)
 
 
 def train(script_args, training_args, model_args) -> None:

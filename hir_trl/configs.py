@@ -378,6 +378,12 @@ class HiRScriptArguments(ScriptArguments):
         default=False,
         metadata={"help": "Same as build_model: tiny (kept for existing recipes)."},
     )
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": "Start afresh in an output_dir that holds another run (checkpoint-N folders, completions/, "
+                  "trainer_state.json): its checkpoints and completion logs are deleted first. Without it (or "
+                  "resume_from_checkpoint) such an output_dir is refused, so that two runs never mix."},
+    )
 
     def __post_init__(self) -> None:
         """Check the field types and ranges, and resolve ``build_tiny_model`` into ``build_model``.

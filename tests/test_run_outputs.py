@@ -4,6 +4,7 @@ one folder, and a summary and model card that describe this run only."""
 from __future__ import annotations
 
 import json
+import re
 
 from hir_trl.cli import main
 
@@ -36,3 +37,47 @@ def test_resume_from_checkpoint_true_resumes_from_the_latest_checkpoint(tmp_path
     assert [h for h in history if h.get("step") in (1, 2) and "reward/ila" in h] == [
         h for h in first if "reward/ila" in h]
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 3
+
+
+def one_line_error(capsys):
+    err = capsys.readouterr().err
+    assert err.startswith("hir-trl train: error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_output_dir_of_another_run_is_refused_unless_overwritten_and_then_holds_this_run_only(tmp_path,
+                                                                                           tiny_model_path, capsys):
+    out = tmp_path / "run"
+    assert train(out, tiny_model_path, "--max_steps", 3, "--save_steps", 1, "--save_total_limit", 2) == 0
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-3"]
+    capsys.readouterr()
+    # a second run with another seed into the same folder would mix with the first
+    assert train(out, tiny_model_path, "--max_steps", 1, "--seed", 7) == 2
+    err = one_line_error(capsys)
+    assert "holds another run (checkpoint-2, checkpoint-3, completions/, trainer_state.json)" in err
+    assert "--overwrite_output_dir true" in err and "--resume_from_checkpoint true" in err
+    assert sorted(p.name for p in (out / "completions").iterdir())[-1] == "completions_00003.parquet"  # untouched
+
+    assert train(out, tiny_model_path, "--max_steps", 1, "--seed", 7, "--save_steps", 1,
+                 "--overwrite_output_dir", "true") == 0
+    printed = capsys.readouterr().out
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1"]
+    assert sorted(p.name for p in (out / "completions").iterdir()) == ["completions_00001.parquet"]
+    assert f"last checkpoint : {out / 'checkpoint-1'}" in printed
+    assert re.findall(r"\[\d\] step (\d+), row", printed) and set(re.findall(r"\[\d\] step (\d+), row", printed)) == {"1"}
+    assert logged_steps(out) == [1]
+
+
+def test_summary_reads_only_the_steps_of_this_run(tmp_path):
+    from hir_trl.summary import training_summary
+
+    for step in (2, 5):  # checkpoint-5: left by an earlier run that this one resumed from checkpoint-2 of
+        (tmp_path / f"checkpoint-{step}").mkdir()
+    history = [{"step": 1, "reward/ila": 0.5, "hir/replayed_rows": 4.0, "hir/supplementary_samples": 0.0},
+               {"step": 3, "reward/ila": 0.5, "hir/replayed_rows": 3.0, "hir/supplementary_samples": 1.0}]
+    text = training_summary(tmp_path, history, log_completions=False, last_step=3)
+    assert f"last checkpoint : {tmp_path / 'checkpoint-2'}" in text
+    # the entry of step 3 is the mean over steps 2 and 3: 4 + 2 x 3 replays in all
+    assert "Replays made: 10; supplementary samples: 2 (over 3 steps; each row is the mean" in text
+    text = training_summary(tmp_path, history, log_completions=False, generations_per_step=0.5)
+    assert f"last checkpoint : {tmp_path / 'checkpoint-5'}" in text and "Replays made: 5;" in text
