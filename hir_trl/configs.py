@@ -212,7 +212,15 @@ class HiRConfig(GRPOConfig):
                   "choices": ["exact", "sampled"]},
     )
 
-    # ---------------------------------------------------------------- judge (soft constraints), issue 4
+    max_prompt_length: int | None = field(
+        default=None,
+        metadata={"help": "Longest prompt in tokens (chat template applied). A longer training or evaluation row is "
+                  "refused when HiRTrainer is built, naming the row and its token count (never truncated nor "
+                  "dropped). None: only the model's context limits it (prompt + max_completion_length must fit "
+                  "max_position_embeddings)."},
+    )
+
+    # ---------------------------------------------------------------- judge (soft constraints)
     # Keys are never stored here: judge_api_key_env holds the NAME of the variable (see hir_trl.judge).
     judge_model: str | None = field(
         default="deepseek/deepseek-chat",
@@ -317,6 +325,8 @@ class HiRConfig(GRPOConfig):
             self.bf16 = is_torch_bf16_gpu_available() or is_torch_xla_available()
         super().__post_init__()
         self._validate_judge_fields()
+        if self.max_prompt_length is not None and self.max_prompt_length < 1:
+            raise ValueError(f"max_prompt_length must be >= 1 (or None), got {self.max_prompt_length}")
         if self.replay_min_satisfied < 0:
             raise ValueError(f"replay_min_satisfied must be >= 0, got {self.replay_min_satisfied}")
         problem = choice_problem(self, HiRConfig)

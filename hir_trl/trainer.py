@@ -40,7 +40,7 @@ from .batch import (
 )
 from .card import CARD_FIELDS, HIR_PAPER, hir_card_section
 from .configs import HiRConfig, check_batch_layout
-from .data import normalize_dataset
+from .data import DatasetFormatError, normalize_dataset
 from .replay import allocate_shortfall, curriculum_lambda, load_replay_rng, save_replay_rng, select_rewrite
 from .rewards import (
     ConstraintReward,
@@ -94,7 +94,8 @@ class HiRTrainer(GRPOTrainer):
     Raises:
         TypeError: ``args`` is not a `HiRConfig`, or ``reward_funcs`` is not a single `ConstraintReward`.
         DatasetFormatError: (a `ValueError`) a training or evaluation row of no schema `load_hir_dataset` reads, or
-            with a malformed field: the message names the row and the field.
+            with a malformed field: the message names the row and the field; or a prompt too long to sample from
+            (`_check_prompt_lengths`), with its token count.
         SoftConstraintsWithoutJudgeError: soft constraints and no judge (`hir_trl.rewards.trainer_reward`).
 
     Example:
@@ -148,12 +149,50 @@ class HiRTrainer(GRPOTrainer):
         self.kl_coef = 0.0
         if args.kl_in_reward:
             self.kl_coef, self.beta = self.beta, 0.0
+        for name, dataset in (("train_dataset", self.train_dataset), ("eval_dataset", self.eval_dataset)):
+            for part, rows in (dataset.items() if isinstance(dataset, dict) else [(None, dataset)]):
+                self._check_prompt_lengths(rows, name if part is None else f"{name}[{part!r}]")
         groups = args.generation_batch_size // args.num_generations  # the log holds k more rows per group
         trl_adapter.resize_completion_log(self, args.generation_batch_size + groups * args.num_replays)
         logger.info("HiR verifiers: sentence splitter = %s", sentence_backend())
         self._no_recording_reason = trl_adapter.sampling_record_problem(self)
         logger.info("HiR token entropies / sampling log-probs: %s", "recorded while generate samples"
                     if self._no_recording_reason is None else f"not recorded ({self._no_recording_reason})")
+
+    def _check_prompt_lengths(self, dataset: Any, name: str, batch_size: int = 256) -> None:
+        """Refuse a row whose prompt cannot be sampled from: longer than ``max_prompt_length`` tokens, or too long
+        for the model's context (``max_position_embeddings``) together with ``max_completion_length``.
+
+        Prompts are tokenized as TRL tokenizes them for generation (chat template applied); a streaming dataset is
+        not checked.
+
+        Raises:
+            DatasetFormatError: naming the row (index and ``row_id``), its token count and the limit.
+        """
+        from datasets import Dataset
+
+        if not isinstance(dataset, Dataset) or len(dataset) == 0:
+            return
+        context = getattr(self.accelerator.unwrap_model(self.model).config, "max_position_embeddings", None)
+        limits = []
+        if self.args.max_prompt_length is not None:
+            limits.append((self.args.max_prompt_length, f"max_prompt_length ({self.args.max_prompt_length})"))
+        if isinstance(context, int) and context > 0:
+            limits.append((context - self.max_completion_length,
+                           f"the model's context of {context} tokens (max_position_embeddings) less "
+                           f"max_completion_length ({self.max_completion_length})"))
+        if not limits:
+            return
+        limit, why = min(limits)
+        for start in range(0, len(dataset), batch_size):
+            chunk = dataset[start:start + batch_size]
+            for offset, ids in enumerate(trl_adapter.tokenize_prompts(self, chunk["prompt"])):
+                if len(ids) > limit:
+                    index = start + offset
+                    raise DatasetFormatError(index, "prompt", f"the prompt is {len(ids):,} tokens (chat template "
+                                             f"applied), more than {max(limit, 0):,}: {why}; shorten or remove the "
+                                             "row, or raise the limit", f"{name} row {index} (row_id "
+                                             f"{chunk['row_id'][offset]!r})")
 
     # ------------------------------------------------------------------ TRL hooks (each calls super())
 

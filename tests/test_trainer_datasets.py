@@ -12,6 +12,7 @@ from datasets import Dataset
 
 from hir_trl import DatasetFormatError, HiRConfig, HiRTrainer, load_hir_dataset
 from hir_trl.data import normalize_dataset
+from hir_trl.trl_adapter import tokenize_prompts
 
 from .conftest import SAMPLE_DATA
 
@@ -90,3 +91,29 @@ def test_rows_of_no_schema_are_refused_at_init_naming_row_and_field(tiny_model_p
     for fragment in fragments:
         assert fragment in message, (fragment, message)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_prompt_longer_than_the_context_is_refused_at_init_with_its_token_count(tiny_model_path, tmp_path):
+    rows = [dict(row) for row in NATIVE]
+    rows[4] = {**rows[4], "id": "huge", "task": "rain " * 3000}  # the tiny model's context: 2048 tokens
+    args = HiRConfig(str(tmp_path / "out"), use_cpu=True, report_to="none", judge_model="", max_completion_length=32)
+    with pytest.raises(DatasetFormatError) as info:
+        HiRTrainer(str(tiny_model_path), args=args, train_dataset=rows)
+    message = str(info.value)
+    assert message.startswith("train_dataset row 4 (row_id 'huge'): field 'prompt': the prompt is ")
+    count = int(message.split("the prompt is ")[1].split(" tokens")[0].replace(",", ""))
+    assert count > 2048 and "context of 2048 tokens" in message and "max_completion_length (32)" in message
+
+
+def test_max_prompt_length_refuses_longer_prompts_and_counts_the_chat_template(tiny_model_path, tmp_path):
+    dataset = normalize_dataset(NATIVE)
+    common = dict(use_cpu=True, report_to="none", judge_model="")
+    trainer = HiRTrainer(str(tiny_model_path), args=HiRConfig(str(tmp_path / "a"), **common), train_dataset=dataset)
+    lengths = [len(ids) for ids in tokenize_prompts(trainer, dataset[:]["prompt"])]
+    longest = max(lengths)
+    HiRTrainer(str(tiny_model_path), args=HiRConfig(str(tmp_path / "b"), max_prompt_length=longest, **common),
+               train_dataset=dataset)  # exactly at the limit: accepted
+    with pytest.raises(DatasetFormatError, match=rf"row {lengths.index(longest)} .*the prompt is {longest} tokens .*"
+                       rf"more than {longest - 1}: max_prompt_length \({longest - 1}\)"):
+        HiRTrainer(str(tiny_model_path), args=HiRConfig(str(tmp_path / "c"), max_prompt_length=longest - 1, **common),
+                   train_dataset=dataset)
