@@ -72,7 +72,11 @@ def make_parser() -> argparse.ArgumentParser:
     _add_benchmark_args(p)
     p.add_argument("--responses", "-r", nargs="+", required=True, metavar="JSONL",
                    help="responses files: one {\"prompt\": ..., \"response\": ...} object per line, matched to the "
-                        "benchmark by prompt text; several lines for a prompt are its samples (optional 'sample')")
+                        "benchmark by 'key' when the line has one, else by prompt text (whitespace runs collapsed); "
+                        "several lines for a prompt are its samples (optional 'sample')")
+    p.add_argument("--allow-missing", action="store_true",
+                   help="score even when more than a few prompts (3, or 1%% of a benchmark) have no response; they "
+                        "count as failures (default: stop with an error, as the file likely answers other prompts)")
     p.add_argument("--num-samples", type=int, default=None,
                    help="samples per prompt; fewer count as failures, extra ones are ignored (default: every "
                         "answered prompt must have the same number of responses, else an error)")
@@ -165,9 +169,10 @@ def _default_run_name(responses: Sequence[str]) -> str:
 def run_score(args: argparse.Namespace) -> int:
     benchmarks = _load_benchmarks(args)
     responses = read_responses(args.responses)
-    check_responses_fit(benchmarks, responses, args.num_samples)
+    check_responses_fit(benchmarks, responses, args.num_samples, args.allow_missing)
     judge = _build_judge(args)
     report = score(benchmarks, responses, judge=judge, allow_unknown=args.allow_unknown,
+                   allow_missing=args.allow_missing,
                    num_samples=args.num_samples, ks=args.pass_k,
                    run_name=args.run_name or _default_run_name(args.responses), include_rows=not args.no_rows)
     _write_outputs(report, Path(args.output) if args.output else _default_output(args.responses), args.plot)
