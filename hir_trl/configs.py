@@ -302,6 +302,8 @@ class HiRConfig(GRPOConfig):
             raise ValueError("hub_token would be saved in clear in training_args.bin of every checkpoint (and pushed "
                              "with it): log in with `hf auth login` or set HF_TOKEN in the environment instead; the "
                              "value given is not shown")
+        if self.max_steps == 0 or self.max_steps < -1:  # transformers would take it as "not set" and train
+            raise ValueError(f"max_steps must be >= 1 (or -1: train for num_train_epochs epochs), got {self.max_steps}")
         if self.num_replays < 0:
             raise ValueError(f"num_replays must be >= 0, got {self.num_replays}")
         if not (math.isfinite(self.lambda_0) and self.lambda_0 >= 0):

@@ -38,7 +38,7 @@ from .batch import (
     row_rewards,
     sequence_advantages,
 )
-from .card import CARD_FIELDS, HIR_PAPER, hir_card_section
+from .card import CARD_FIELDS, HIR_PAPER, hir_card_section, local_card
 from .configs import HiRConfig, check_batch_layout
 from .data import DatasetFormatError, normalize_dataset
 from .replay import allocate_shortfall, curriculum_lambda, load_replay_rng, save_replay_rng, select_rewrite
@@ -328,13 +328,22 @@ class HiRTrainer(GRPOTrainer):
     def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None,
                           tags: str | list[str] | None = None):
         """Override of `GRPOTrainer.create_model_card`: TRL's card (tagged ``hir``, citing the paper) plus a
-        "HiR training" section (`hir_trl.card.hir_card_section`), written to ``output_dir/README.md``."""
+        "HiR training" section (`hir_trl.card.hir_card_section`), written to ``output_dir/README.md``.
+
+        The model is named after ``output_dir`` unless ``model_name`` is given; a local base model, a local dataset
+        and a model not pushed to the Hub are named by their paths instead of Hub links (`hir_trl.card.local_card`).
+        """
         dataset_name = dataset_name or self.dataset_name
-        super().create_model_card(model_name=model_name, dataset_name=dataset_name, tags=tags)
+        local_data = dataset_name is not None and os.path.exists(os.path.expanduser(str(dataset_name)))
+        model_name = model_name or os.path.basename(os.path.normpath(self.args.output_dir))
+        super().create_model_card(model_name=model_name, dataset_name=None if local_data else dataset_name, tags=tags)
         path = os.path.join(self.args.output_dir, "README.md")
         if self.is_world_process_zero() and os.path.isfile(path):
-            with open(path, "a", encoding="utf-8") as handle:
-                handle.write("\n" + hir_card_section(self.args, dataset_name, self.state.log_history))
+            with open(path, encoding="utf-8") as handle:
+                text = local_card(handle.read(), base_model=self.accelerator.unwrap_model(self.model).config._name_or_path,
+                                  model_path=self.hub_model_id or self.args.output_dir)
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(text + "\n" + hir_card_section(self.args, dataset_name, self.state.log_history))
 
     def _save_checkpoint(self, model, trial):
         """Override of `GRPOTrainer._save_checkpoint`: also save the replay RNG and the model card.

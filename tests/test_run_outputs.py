@@ -81,3 +81,20 @@ def test_summary_reads_only_the_steps_of_this_run(tmp_path):
     assert "Replays made: 10; supplementary samples: 2 (over 3 steps; each row is the mean" in text
     text = training_summary(tmp_path, history, log_completions=False, generations_per_step=0.5)
     assert f"last checkpoint : {tmp_path / 'checkpoint-5'}" in text and "Replays made: 5;" in text
+
+
+def test_model_card_of_a_local_run_names_local_paths_not_hub_links(tmp_path, tiny_model_path, capsys):
+    out = tmp_path / "my-run"
+    assert train(out, tiny_model_path, "--max_steps", 1, "--save_strategy", "no", "--log_completions", "false") == 0
+    card = (out / "README.md").read_text()
+    assert "None" not in card.split("## HiR training")[0], card
+    assert "# Model Card for my-run" in card
+    assert f"`{tiny_model_path}` (local)" in card and f'model="{out}"' in card
+    assert "huggingface.co/datasets/" not in card  # the local dataset file is named in the HiR section instead
+    assert "- Dataset: `" in card and "muldimif_listing_sample.jsonl" in card
+
+
+def test_max_steps_zero_is_refused_not_trained(tmp_path, tiny_model_path, capsys):
+    assert train(tmp_path / "run", tiny_model_path, "--max_steps", 0) == 2
+    assert "max_steps must be >= 1 (or -1: train for num_train_epochs epochs), got 0" in one_line_error(capsys)
+    assert not (tmp_path / "run").exists()
