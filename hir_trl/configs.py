@@ -302,6 +302,12 @@ class HiRConfig(GRPOConfig):
             raise ValueError("hub_token would be saved in clear in training_args.bin of every checkpoint (and pushed "
                              "with it): log in with `hf auth login` or set HF_TOKEN in the environment instead; the "
                              "value given is not shown")
+        if not (math.isfinite(self.temperature) and self.temperature > 0):  # TRL divides the logits by it
+            raise ValueError(f"temperature must be > 0 (the m completions of a group are sampled; paper: 1.0), got "
+                             f"{self.temperature}")
+        if self.max_completion_length is not None and self.max_completion_length < 1:
+            raise ValueError(f"max_completion_length must be >= 1 (tokens per completion), got "
+                             f"{self.max_completion_length}")
         if self.max_steps == 0 or self.max_steps < -1:  # transformers would take it as "not set" and train
             raise ValueError(f"max_steps must be >= 1 (or -1: train for num_train_epochs epochs), got {self.max_steps}")
         if self.num_replays < 0:

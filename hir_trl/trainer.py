@@ -93,6 +93,7 @@ class HiRTrainer(GRPOTrainer):
 
     Raises:
         TypeError: ``args`` is not a `HiRConfig`, or ``reward_funcs`` is not a single `ConstraintReward`.
+        hir_trl.models.MissingDependencyError: (an `ImportError`) ``use_vllm`` without vLLM installed.
         DatasetFormatError: (a `ValueError`) a training or evaluation row of no schema `load_hir_dataset` reads, or
             with a malformed field: the message names the row and the field; or a prompt too long to sample from
             (`_check_prompt_lengths`), with its token count.
@@ -131,6 +132,15 @@ class HiRTrainer(GRPOTrainer):
                                                                    judge)
         if eval_dataset is not None:
             kwargs["eval_dataset"] = eval_dataset
+        if args.use_vllm:
+            from trl.import_utils import is_vllm_available
+
+            from .models import MissingDependencyError
+
+            if not is_vllm_available():
+                raise MissingDependencyError("use_vllm: true needs vLLM, which is not installed: pip install vllm (on CPU: "
+                                             "README 'vLLM on CPU'), or set use_vllm: false to sample with "
+                                             "transformers generate")
         if args.use_vllm and args.vllm_mode == "colocate" and vllm_runs_on_cpu():
             check_head_size(model)
         self.constraint_reward = reward_funcs
