@@ -12,6 +12,7 @@ instead. Ctrl-C stops training with exit status 130 and names the last complete 
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import warnings
@@ -100,6 +101,36 @@ def _complete_checkpoints(output_dir: str) -> list[Path]:
     return sorted((p for p in found if (p / "trainer_state.json").is_file()), key=lambda p: int(p.name.split("-")[-1]))
 
 
+#: Largest torch file (zip format) whose every member's CRC is checked before resuming; larger ones are only opened.
+_CRC_CHECK_BYTES = 2 << 30
+
+
+def checkpoint_file_problem(path: Path) -> str | None:
+    """Why a checkpoint file cannot be read, or None: a JSON file (``trainer_state.json``, ``hir_state.json``, ...)
+    that does not parse, a ``.safetensors`` file whose header or size is wrong, or a torch file (``optimizer.pt``,
+    ``scheduler.pt``, ``rng_state.pth``, ``*.bin``: torch's zip format) that is truncated or fails its CRCs."""
+    import zipfile
+
+    try:
+        if path.stat().st_size == 0:
+            return "the file is empty"
+        if path.suffix == ".json":
+            json.loads(path.read_text(encoding="utf-8"))
+        elif path.suffix == ".safetensors":
+            from safetensors import safe_open
+
+            with safe_open(str(path), framework="pt") as handle:
+                handle.keys()
+        elif path.suffix in (".pt", ".pth", ".bin"):
+            with zipfile.ZipFile(path) as archive:
+                bad = archive.testzip() if path.stat().st_size <= _CRC_CHECK_BYTES else None
+            if bad is not None:
+                return f"member {bad} fails its CRC check"
+    except Exception as exc:  # noqa: BLE001 - json, zipfile, safetensors (SafetensorError), OS errors: unreadable
+        return _one_line(exc)
+    return None
+
+
 def check_resume(resume_from_checkpoint, output_dir: str) -> str | None:
     """Resolve ``resume_from_checkpoint`` to a checkpoint folder, refusing one that is no complete checkpoint (before
     any model is loaded).
@@ -113,7 +144,8 @@ def check_resume(resume_from_checkpoint, output_dir: str) -> str | None:
 
     Raises:
         ValueError: the folder does not exist or has no trainer_state.json (a checkpoint interrupted while it was
-            being saved); ``true`` with no complete checkpoint in ``output_dir``, or an incomplete latest one.
+            being saved); ``true`` with no complete checkpoint in ``output_dir``, or an incomplete latest one; a
+            file of the checkpoint that cannot be read (`checkpoint_file_problem`), named.
     """
     if resume_from_checkpoint in (None, False, "", "false", "False"):
         return None
@@ -133,6 +165,12 @@ def check_resume(resume_from_checkpoint, output_dir: str) -> str | None:
         hint = (f"; resume from {complete[-1]} instead, or delete {path}" if complete else "")
         raise ValueError(f"resume_from_checkpoint: {path} is not a complete checkpoint (no trainer_state.json; was "
                          f"it interrupted while saving?){hint}")
+    for file in sorted(p for p in path.iterdir() if p.is_file()):
+        problem = checkpoint_file_problem(file)
+        if problem is not None:
+            earlier = [p for p in _complete_checkpoints(str(path.parent)) if p != path]
+            hint = f"; resume from {earlier[-1]} instead" if earlier else ""
+            raise ValueError(f"resume_from_checkpoint: {file} is truncated or corrupt ({problem}){hint}")
     return str(path)
 
 
@@ -199,7 +237,9 @@ def prepare_training(script_args, training_args, model_args):
     from .trainer import HiRTrainer
 
     if not script_args.dataset_name:
-        raise ValueError("dataset_name is required: a Hub dataset id or a local .jsonl/.json/.parquet file or folder")
+        raise ValueError("dataset_name is required: give a recipe (hir-trl train --config recipe.yaml, e.g. "
+                         "recipes/tiny/hir/config_cpu.yaml) or --dataset_name (a Hub dataset id or a local "
+                         ".jsonl/.json/.parquet file or folder) and --model_name_or_path")
     # transformers takes a string as a path: "true" from the command line becomes the latest checkpoint's folder
     training_args.resume_from_checkpoint = check_resume(training_args.resume_from_checkpoint, training_args.output_dir)
     check_output_dir(training_args.output_dir, training_args.resume_from_checkpoint, script_args.overwrite_output_dir)

@@ -98,3 +98,28 @@ def test_max_steps_zero_is_refused_not_trained(tmp_path, tiny_model_path, capsys
     assert train(tmp_path / "run", tiny_model_path, "--max_steps", 0) == 2
     assert "max_steps must be >= 1 (or -1: train for num_train_epochs epochs), got 0" in one_line_error(capsys)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_truncated_or_corrupt_checkpoint_file_is_one_line_naming_it(tmp_path, tiny_model_path, capsys):
+    import shutil
+
+    out = tmp_path / "run"
+    assert train(out, tiny_model_path, "--max_steps", 1, "--save_steps", 1, "--log_completions", "false") == 0
+    checkpoint = out / "checkpoint-1"
+    pristine = tmp_path / "pristine"
+    shutil.copytree(checkpoint, pristine)
+    capsys.readouterr()
+    for name in ("model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json",
+                 "hir_state.json"):
+        for damage in ("truncated", "garbage"):
+            shutil.rmtree(checkpoint)
+            shutil.copytree(pristine, checkpoint)
+            data = (checkpoint / name).read_bytes()
+            (checkpoint / name).write_bytes(data[: len(data) // 2] if damage == "truncated" else b"\x00garbage" * 8)
+            assert train(out, tiny_model_path, "--max_steps", 2, "--resume_from_checkpoint", "true") == 2, name
+            err = one_line_error(capsys)
+            assert f"resume_from_checkpoint: {checkpoint / name} is truncated or corrupt (" in err, (name, err)
+    shutil.rmtree(checkpoint)
+    shutil.copytree(pristine, checkpoint)  # intact again: resumes
+    assert train(out, tiny_model_path, "--max_steps", 2, "--resume_from_checkpoint", "true",
+                 "--log_completions", "false") == 0
