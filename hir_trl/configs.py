@@ -30,6 +30,12 @@ class HiRConfig(GRPOConfig):
     Parameters:
         per_device_train_batch_size (`int`, defaults to `6`):
             Completions per device per step: one group of m = 6 (TRL's default of 8 holds no whole number of groups).
+        bf16 (`bool` or `None`, defaults to `None`):
+            None: True where bf16 can run (a GPU that supports it, an XLA device, or ``use_cpu``), else False (TRL's
+            default, True, refuses to construct on a machine without such a device).
+        max_prompt_length (`int` or `None`, defaults to `None`):
+            Longest prompt in tokens; `HiRTrainer` refuses a longer row when it is built (as it refuses one that
+            does not fit the model's context with ``max_completion_length``).
         num_replays (`int`, defaults to `2`):
             k: hindsight samples appended to each group of ``num_generations`` completions (Algorithm 1).
             0 turns replay off (RL-CR with the default ``reward_mode="cla"``, RL-IR with ``"ila"``).
@@ -309,7 +315,8 @@ class HiRConfig(GRPOConfig):
             raise ValueError(f"max_completion_length must be >= 1 (tokens per completion), got "
                              f"{self.max_completion_length}")
         if self.max_steps == 0 or self.max_steps < -1:  # transformers would take it as "not set" and train
-            raise ValueError(f"max_steps must be >= 1 (or -1: train for num_train_epochs epochs), got {self.max_steps}")
+            raise ValueError(f"max_steps must be >= 1 (or -1: train for num_train_epochs epochs), got "
+                             f"{self.max_steps}")
         if self.num_replays < 0:
             raise ValueError(f"num_replays must be >= 0, got {self.num_replays}")
         if not (math.isfinite(self.lambda_0) and self.lambda_0 >= 0):

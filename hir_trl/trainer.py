@@ -138,9 +138,9 @@ class HiRTrainer(GRPOTrainer):
             from .models import MissingDependencyError
 
             if not is_vllm_available():
-                raise MissingDependencyError("use_vllm: true needs vLLM, which is not installed: pip install vllm (on CPU: "
-                                             "README 'vLLM on CPU'), or set use_vllm: false to sample with "
-                                             "transformers generate")
+                raise MissingDependencyError("use_vllm: true needs vLLM, which is not installed: pip install vllm "
+                                             "(on CPU: README 'vLLM on CPU'), or set use_vllm: false to sample "
+                                             "with transformers generate")
         if args.use_vllm and args.vllm_mode == "colocate" and vllm_runs_on_cpu():
             check_head_size(model)
         self.constraint_reward = reward_funcs
@@ -188,9 +188,9 @@ class HiRTrainer(GRPOTrainer):
         if self.args.max_prompt_length is not None:
             limits.append((self.args.max_prompt_length, f"max_prompt_length ({self.args.max_prompt_length})"))
         if isinstance(context, int) and context > 0:
-            limits.append((context - self.max_completion_length,
-                           f"the model's context of {context} tokens (max_position_embeddings) less "
-                           f"max_completion_length ({self.max_completion_length})"))
+            completion = self.max_completion_length or 0
+            limits.append((context - completion, f"the model's context of {context} tokens (max_position_embeddings) "
+                           f"less max_completion_length ({completion})"))
         if not limits:
             return
         limit, why = min(limits)
@@ -349,8 +349,9 @@ class HiRTrainer(GRPOTrainer):
         super().create_model_card(model_name=model_name, dataset_name=None if local_data else dataset_name, tags=tags)
         path = os.path.join(self.args.output_dir, "README.md")
         if self.is_world_process_zero() and os.path.isfile(path):
+            base_model = self.accelerator.unwrap_model(self.model).config._name_or_path
             with open(path, encoding="utf-8") as handle:
-                text = local_card(handle.read(), base_model=self.accelerator.unwrap_model(self.model).config._name_or_path,
+                text = local_card(handle.read(), base_model=base_model,
                                   model_path=self.hub_model_id or self.args.output_dir)
             with open(path, "w", encoding="utf-8") as handle:
                 handle.write(text + "\n" + hir_card_section(self.args, dataset_name, self.state.log_history))

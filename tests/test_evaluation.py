@@ -813,3 +813,13 @@ def test_compare_flags_runs_with_different_numbers_of_missing_responses():
     assert "* IFEval: the runs have different numbers of prompts without a response (base 0, trained 118)" in text
     same = format_comparison([("base", base), ("again", base)])
     assert "*" not in same
+
+
+def test_generate_with_a_missing_model_folder_is_one_line(tmp_path, capsys, two_rows):
+    bench, _ = two_rows
+    missing = tmp_path / "runs" / "no-such-checkpoint"
+    code, out, err = run_main(capsys, "generate", "--model", missing, "-b", bench, "-o", tmp_path / "gen")
+    assert code == 2 and not out and err.count("\n") == 1, err
+    assert err == (f"hir-trl eval: error: --model {missing}: no such checkpoint folder (give a local model directory "
+                   "or a Hub model id such as Qwen/Qwen2.5-7B-Instruct)\n")
+    assert not (tmp_path / "gen").exists()

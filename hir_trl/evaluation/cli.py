@@ -179,7 +179,22 @@ def run_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_model(model: str) -> None:
+    """Refuse a ``--model`` that can only be a local folder (a path: ``/``, ``./``, ``~``, or more than one ``/``)
+    and does not exist, before anything is loaded (the Hub client would call it a malformed repo id).
+
+    Raises:
+        FileNotFoundError: naming the folder.
+    """
+    from ..data import _looks_local
+
+    if not Path(model).expanduser().exists() and _looks_local(model):
+        raise FileNotFoundError(f"--model {model}: no such checkpoint folder (give a local model directory or a Hub "
+                                "model id such as Qwen/Qwen2.5-7B-Instruct)")
+
+
 def run_generate(args: argparse.Namespace) -> int:
+    _check_model(args.model)
     benchmarks = _load_benchmarks(args)
     if not args.allow_unknown:
         check_known(benchmarks)  # before spending time on generation
@@ -264,7 +279,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # BenchmarkFormatError, ResponsesFormatError, UnknownInstructionError, DatasetFormatError and bad settings
     # are ValueErrors whose message names the file, row or field.
     except (ValueError, OSError, ImportError, SentenceTokenizerError) as exc:
-        print(f"hir-trl eval: error: {exc}", file=sys.stderr)
+        from ..cli import _one_line
+
+        print(f"hir-trl eval: error: {_one_line(exc)}", file=sys.stderr)
         return 2
 
 

@@ -495,8 +495,8 @@ def evaluate(benchmark: Benchmark, responses: ResponseSet | Mapping[str, str | S
         "issues": issues,
     }
     if include_rows:
-        report["rows"] = [_row_record(benchmark, row, samples, responses.for_row(row, benchmark.name)) for row, samples in
-                          zip(benchmark.rows, grid)]
+        report["rows"] = [_row_record(benchmark, row, samples, responses.for_row(row, benchmark.name))
+                          for row, samples in zip(benchmark.rows, grid)]
     return report
 
 
