@@ -226,7 +226,7 @@ def prepare_training(script_args, training_args, model_args):
         ``(trainer, dataset)``.
 
     Raises:
-        ValueError: no ``dataset_name``, a ``resume_from_checkpoint`` that is no complete checkpoint, or an
+        ValueError: no ``dataset_name`` or ``model_name_or_path``, a ``resume_from_checkpoint`` that is no complete checkpoint, or an
             ``output_dir`` holding another run (`check_output_dir`); see also
             `hir_trl.load_hir_dataset` (`DatasetFormatError`) and `HiRTrainer`.
         hir_trl.judge.MissingJudgeKeyError: the data has soft constraints and the judge's key variable is unset.
@@ -240,6 +240,9 @@ def prepare_training(script_args, training_args, model_args):
         raise ValueError("dataset_name is required: give a recipe (hir-trl train --config recipe.yaml, e.g. "
                          "recipes/tiny/hir/config_cpu.yaml) or --dataset_name (a Hub dataset id or a local "
                          ".jsonl/.json/.parquet file or folder) and --model_name_or_path")
+    if not model_args.model_name_or_path:
+        raise ValueError("model_name_or_path is required: a Hub model id or a local model folder (with "
+                         "--build_model tiny, the folder the tiny model is built in)")
     # transformers takes a string as a path: "true" from the command line becomes the latest checkpoint's folder
     training_args.resume_from_checkpoint = check_resume(training_args.resume_from_checkpoint, training_args.output_dir)
     check_output_dir(training_args.output_dir, training_args.resume_from_checkpoint, script_args.overwrite_output_dir)

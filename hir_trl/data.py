@@ -580,7 +580,15 @@ def drop_soft_constraints(dataset: Any) -> Any:
         kept = [{**row, **hard_only(row)} for row in dataset]
         result = [row for row in kept if row["constraints"]]
     else:
-        result = dataset.map(hard_only).filter(lambda row: len(row["constraints"]) > 0)
+        from datasets.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+        shown = not are_progress_bars_disabled()  # no progress bars before training: an error after is one line
+        disable_progress_bars()
+        try:
+            result = dataset.map(hard_only).filter(lambda row: len(row["constraints"]) > 0)
+        finally:
+            if shown:
+                enable_progress_bars()
     if counts is None:
         logger.warning("soft_constraints='skip': soft constraints removed from a streaming dataset (uncounted)")
     elif counts[0]:

@@ -126,12 +126,6 @@ class HiRTrainer(GRPOTrainer):
             args = HiRConfig(f"{str(name).split('/')[-1]}-HiR")
         if not isinstance(args, HiRConfig):
             raise TypeError(f"HiRTrainer needs a HiRConfig, got {type(args).__name__}")
-        train_dataset = normalize_dataset(train_dataset, "train_dataset")
-        eval_dataset = normalize_dataset(kwargs.get("eval_dataset"), "eval_dataset")
-        reward_funcs, train_dataset, eval_dataset = trainer_reward(args, train_dataset, eval_dataset, reward_funcs,
-                                                                   judge)
-        if eval_dataset is not None:
-            kwargs["eval_dataset"] = eval_dataset
         if args.use_vllm:
             from trl.import_utils import is_vllm_available
 
@@ -141,6 +135,12 @@ class HiRTrainer(GRPOTrainer):
                 raise MissingDependencyError("use_vllm: true needs vLLM, which is not installed: pip install vllm "
                                              "(on CPU: README 'vLLM on CPU'), or set use_vllm: false to sample "
                                              "with transformers generate")
+        train_dataset = normalize_dataset(train_dataset, "train_dataset")
+        eval_dataset = normalize_dataset(kwargs.get("eval_dataset"), "eval_dataset")
+        reward_funcs, train_dataset, eval_dataset = trainer_reward(args, train_dataset, eval_dataset, reward_funcs,
+                                                                   judge)
+        if eval_dataset is not None:
+            kwargs["eval_dataset"] = eval_dataset
         if args.use_vllm and args.vllm_mode == "colocate" and vllm_runs_on_cpu():
             check_head_size(model)
         self.constraint_reward = reward_funcs
@@ -194,15 +194,20 @@ class HiRTrainer(GRPOTrainer):
         if not limits:
             return
         limit, why = min(limits)
-        for start in range(0, len(dataset), batch_size):
-            chunk = dataset[start:start + batch_size]
-            for offset, ids in enumerate(trl_adapter.tokenize_prompts(self, chunk["prompt"])):
-                if len(ids) > limit:
-                    index = start + offset
-                    raise DatasetFormatError(index, "prompt", f"the prompt is {len(ids):,} tokens (chat template "
-                                             f"applied), more than {max(limit, 0):,}: {why}; shorten or remove the "
-                                             "row, or raise the limit", f"{name} row {index} (row_id "
-                                             f"{chunk['row_id'][offset]!r})")
+        # the tokenizer warns of each sequence longer than its model_max_length: this check reports them itself
+        quiet = logging.getLogger("transformers.tokenization_utils_base")
+        level = quiet.level
+        quiet.setLevel(logging.ERROR)
+        try:
+            lengths = [len(ids) for start in range(0, len(dataset), batch_size)
+                       for ids in trl_adapter.tokenize_prompts(self, dataset[start:start + batch_size]["prompt"])]
+        finally:
+            quiet.setLevel(level)
+        for index, length in enumerate(lengths):
+            if length > limit:
+                raise DatasetFormatError(index, "prompt", f"the prompt is {length:,} tokens (chat template applied), "
+                                         f"more than {max(limit, 0):,}: {why}; shorten or remove the row, or raise "
+                                         f"the limit", f"{name} row {index} (row_id {dataset[index]['row_id']!r})")
 
     # ------------------------------------------------------------------ TRL hooks (each calls super())
 
