@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import textwrap
 from typing import Any
 
@@ -25,6 +26,21 @@ HIR_PAPER = {
 #: TRL (`GRPOConfig`) fields reported beside HiRConfig's own: those a HiR run's reward and objective depend on.
 TRL_CARD_FIELDS = ("beta", "learning_rate", "temperature", "max_completion_length", "reward_weights", "loss_type",
                    "scale_rewards")
+
+
+def local_card(text: str, base_model: str | None, model_path: str) -> str:
+    """TRL's rendered model card with its Hub links to nothing replaced, for a run from a local model or not pushed.
+
+    TRL links the base model to ``huggingface.co/<id>`` and loads the model in the quick start by its Hub id; with a
+    local base model (or no Hub id) both read ``None``. The base model is then named by its path, and the quick start
+    loads ``model_path`` (the Hub id when pushed, else ``output_dir``).
+    """
+    if base_model:
+        text = text.replace("[None](https://huggingface.co/None)", f"`{base_model}` (local)")
+    else:
+        text = text.replace("This model is a fine-tuned version of [None](https://huggingface.co/None)",
+                            "This model is a fine-tuned model")
+    return text.replace('model="None"', f"model={json.dumps(str(model_path))}")
 
 
 def card_fields(args: Any) -> list[str]:

@@ -12,6 +12,7 @@ instead. Ctrl-C stops training with exit status 130 and names the last complete 
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import warnings
@@ -100,15 +101,54 @@ def _complete_checkpoints(output_dir: str) -> list[Path]:
     return sorted((p for p in found if (p / "trainer_state.json").is_file()), key=lambda p: int(p.name.split("-")[-1]))
 
 
-def check_resume(resume_from_checkpoint, output_dir: str) -> None:
-    """Refuse a ``resume_from_checkpoint`` that names no complete checkpoint (before any model is loaded).
+#: Largest torch file (zip format) whose every member's CRC is checked before resuming; larger ones are only opened.
+_CRC_CHECK_BYTES = 2 << 30
+
+
+def checkpoint_file_problem(path: Path) -> str | None:
+    """Why a checkpoint file cannot be read, or None: a JSON file (``trainer_state.json``, ``hir_state.json``, ...)
+    that does not parse, a ``.safetensors`` file whose header or size is wrong, or a torch file (``optimizer.pt``,
+    ``scheduler.pt``, ``rng_state.pth``, ``*.bin``: torch's zip format) that is truncated or fails its CRCs."""
+    import zipfile
+
+    try:
+        if path.stat().st_size == 0:
+            return "the file is empty"
+        if path.suffix == ".json":
+            json.loads(path.read_text(encoding="utf-8"))
+        elif path.suffix == ".safetensors":
+            from safetensors import safe_open
+
+            with safe_open(str(path), framework="pt") as handle:
+                handle.keys()
+        elif path.suffix in (".pt", ".pth", ".bin"):
+            with zipfile.ZipFile(path) as archive:
+                bad = archive.testzip() if path.stat().st_size <= _CRC_CHECK_BYTES else None
+            if bad is not None:
+                return f"member {bad} fails its CRC check"
+    except Exception as exc:  # noqa: BLE001 - json, zipfile, safetensors (SafetensorError), OS errors: unreadable
+        return _one_line(exc)
+    return None
+
+
+def check_resume(resume_from_checkpoint, output_dir: str) -> str | None:
+    """Resolve ``resume_from_checkpoint`` to a checkpoint folder, refusing one that is no complete checkpoint (before
+    any model is loaded).
+
+    ``true`` (as the recipe's boolean or the command line's string) means the latest ``checkpoint-N`` of
+    ``output_dir``, found as transformers does (`transformers.trainer_utils.get_last_checkpoint`); ``false``, an
+    empty string or None mean a fresh run.
+
+    Returns:
+        The checkpoint folder to resume from, or None for a fresh run.
 
     Raises:
         ValueError: the folder does not exist or has no trainer_state.json (a checkpoint interrupted while it was
-            being saved); ``true`` with no complete checkpoint in ``output_dir``, or an incomplete latest one.
+            being saved); ``true`` with no complete checkpoint in ``output_dir``, or an incomplete latest one; a
+            file of the checkpoint that cannot be read (`checkpoint_file_problem`), named.
     """
     if resume_from_checkpoint in (None, False, "", "false", "False"):
-        return
+        return None
     if resume_from_checkpoint in (True, "true", "True"):
         from transformers.trainer_utils import get_last_checkpoint
 
@@ -125,6 +165,57 @@ def check_resume(resume_from_checkpoint, output_dir: str) -> None:
         hint = (f"; resume from {complete[-1]} instead, or delete {path}" if complete else "")
         raise ValueError(f"resume_from_checkpoint: {path} is not a complete checkpoint (no trainer_state.json; was "
                          f"it interrupted while saving?){hint}")
+    for file in sorted(p for p in path.iterdir() if p.is_file()):
+        problem = checkpoint_file_problem(file)
+        if problem is not None:
+            earlier = [p for p in _complete_checkpoints(str(path.parent)) if p != path]
+            hint = f"; resume from {earlier[-1]} instead" if earlier else ""
+            raise ValueError(f"resume_from_checkpoint: {file} is truncated or corrupt ({problem}){hint}")
+    return str(path)
+
+
+def _previous_run(output_dir: str) -> list[str]:
+    """What in ``output_dir`` belongs to an earlier run: its ``checkpoint-N`` folders, ``completions/`` and
+    ``trainer_state.json`` (names relative to ``output_dir``)."""
+    folder = Path(output_dir)
+    if not folder.is_dir():
+        return []
+    found = sorted((p.name for p in folder.glob("checkpoint-*") if p.name.split("-")[-1].isdigit() and p.is_dir()),
+                   key=lambda name: int(name.split("-")[-1]))
+    if (folder / "completions").is_dir() and any((folder / "completions").iterdir()):
+        found.append("completions/")
+    if (folder / "trainer_state.json").is_file():
+        found.append("trainer_state.json")
+    return found
+
+
+def check_output_dir(output_dir: str, resume_from_checkpoint: str | None, overwrite: bool) -> None:
+    """Keep two runs from mixing in one ``output_dir`` (before any model is loaded).
+
+    A fresh run (no ``resume_from_checkpoint``) into a folder that holds another run's checkpoints, completion logs
+    or trainer state is refused, unless ``overwrite`` (``--overwrite_output_dir``), which deletes that run's
+    ``checkpoint-N`` folders, ``completions/`` and ``trainer_state.json`` first (on the main process only), so that
+    neither the summary, checkpoint rotation nor a later ``--resume_from_checkpoint true`` sees them.
+
+    Raises:
+        ValueError: ``output_dir`` holds another run and neither ``overwrite`` nor ``resume_from_checkpoint`` is set.
+    """
+    previous = _previous_run(output_dir)
+    if not previous or resume_from_checkpoint is not None:
+        return
+    if not overwrite:
+        shown = ", ".join(previous if len(previous) <= 4 else [*previous[:2], "...", *previous[-2:]])
+        raise ValueError(f"output_dir {output_dir} holds another run ({shown}): pass --overwrite_output_dir true to "
+                         "replace it, --resume_from_checkpoint true to continue it, or choose another output_dir")
+    if os.environ.get("RANK", "0") == "0":  # one process deletes (all of them check before anything is written)
+        import shutil
+
+        for name in previous:
+            path = Path(output_dir) / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
 
 
 def prepare_training(script_args, training_args, model_args):
@@ -135,7 +226,8 @@ def prepare_training(script_args, training_args, model_args):
         ``(trainer, dataset)``.
 
     Raises:
-        ValueError: no ``dataset_name``, or a ``resume_from_checkpoint`` that is no complete checkpoint; see also
+        ValueError: no ``dataset_name`` or ``model_name_or_path``, a ``resume_from_checkpoint`` that is no complete checkpoint, or an
+            ``output_dir`` holding another run (`check_output_dir`); see also
             `hir_trl.load_hir_dataset` (`DatasetFormatError`) and `HiRTrainer`.
         hir_trl.judge.MissingJudgeKeyError: the data has soft constraints and the judge's key variable is unset.
     """
@@ -146,8 +238,15 @@ def prepare_training(script_args, training_args, model_args):
     from .verifiers import import_verifier_modules
 
     if not script_args.dataset_name:
-        raise ValueError("dataset_name is required: a Hub dataset id or a local .jsonl/.json/.parquet file or folder")
-    check_resume(training_args.resume_from_checkpoint, training_args.output_dir)
+        raise ValueError("dataset_name is required: give a recipe (hir-trl train --config recipe.yaml, e.g. "
+                         "recipes/tiny/hir/config_cpu.yaml) or --dataset_name (a Hub dataset id or a local "
+                         ".jsonl/.json/.parquet file or folder) and --model_name_or_path")
+    if not model_args.model_name_or_path:
+        raise ValueError("model_name_or_path is required: a Hub model id or a local model folder (with "
+                         "--build_model tiny, the folder the tiny model is built in)")
+    # transformers takes a string as a path: "true" from the command line becomes the latest checkpoint's folder
+    training_args.resume_from_checkpoint = check_resume(training_args.resume_from_checkpoint, training_args.output_dir)
+    check_output_dir(training_args.output_dir, training_args.resume_from_checkpoint, script_args.overwrite_output_dir)
     import_verifier_modules(script_args.verifier_modules)  # their register_verifier calls, before the data loads
     dataset = load_hir_dataset(script_args.dataset_name, split=script_args.dataset_train_split,
                                name=script_args.dataset_config, max_rows=script_args.dataset_max_rows,
@@ -207,7 +306,9 @@ def run_training(trainer, dataset, script_args, training_args) -> None:
         trainer.end()
     if trainer.accelerator.is_main_process:
         print(training_summary(training_args.output_dir, trainer.state.log_history, dataset,
-                               log_completions=training_args.log_completions), end="", flush=True)
+                               log_completions=training_args.log_completions, last_step=trainer.state.global_step,
+                               generations_per_step=(training_args.gradient_accumulation_steps
+                                                     / training_args.steps_per_generation)), end="", flush=True)
 
 
 def train(script_args, training_args, model_args) -> None:

@@ -45,6 +45,14 @@ class HiRConfig(GRPOConfig):
     (all 1 when ``reward_weights`` is unset); a replay's ``fn_i`` are computed on its own (q', y).
 
     Parameters:
+        per_device_train_batch_size (`int`, defaults to `6`):
+            Completions per device per step: one group of m = 6 (TRL's default of 8 holds no whole number of groups).
+        bf16 (`bool` or `None`, defaults to `None`):
+            None: True where bf16 can run (a GPU that supports it, an XLA device, or ``use_cpu``), else False (TRL's
+            default, True, refuses to construct on a machine without such a device).
+        max_prompt_length (`int` or `None`, defaults to `None`):
+            Longest prompt in tokens; `HiRTrainer` refuses a longer row when it is built (as it refuses one that
+            does not fit the model's context with ``max_completion_length``).
         num_replays (`int`, defaults to `2`):
             k: hindsight samples appended to each group of ``num_generations`` completions (Algorithm 1).
             0 turns replay off (RL-CR with the default ``reward_mode="cla"``, RL-IR with ``"ila"``).
@@ -116,6 +124,15 @@ class HiRConfig(GRPOConfig):
             ``hub_token`` (it would be saved in ``training_args.bin``) or a credential in a judge field.
     """
 
+    per_device_train_batch_size: int = field(
+        default=6,
+        metadata={"help": "Completions per device per step (TRL's default, 8, holds no whole number of groups of the "
+                  "default num_generations = 6): 6 = one instruction's group of m completions."},
+    )
+    per_device_eval_batch_size: int = field(
+        default=6,
+        metadata={"help": "Completions per device per evaluation step; a multiple of num_generations."},
+    )
     num_generations: int | None = field(
         default=6,
         metadata={"help": "m: completions sampled per instruction (paper default 6). The generation batch "
@@ -218,7 +235,15 @@ class HiRConfig(GRPOConfig):
                   "choices": ["exact", "sampled"]},
     )
 
-    # ---------------------------------------------------------------- judge (soft constraints), issue 4
+    max_prompt_length: int | None = field(
+        default=None,
+        metadata={"help": "Longest prompt in tokens (chat template applied). A longer training or evaluation row is "
+                  "refused when HiRTrainer is built, naming the row and its token count (never truncated nor "
+                  "dropped). None: only the model's context limits it (prompt + max_completion_length must fit "
+                  "max_position_embeddings)."},
+    )
+
+    # ---------------------------------------------------------------- judge (soft constraints)
     # Keys are never stored here: judge_api_key_env holds the NAME of the variable (see hir_trl.judge).
     judge_model: str | None = field(
         default="deepseek/deepseek-chat",
@@ -300,6 +325,15 @@ class HiRConfig(GRPOConfig):
             raise ValueError("hub_token would be saved in clear in training_args.bin of every checkpoint (and pushed "
                              "with it): log in with `hf auth login` or set HF_TOKEN in the environment instead; the "
                              "value given is not shown")
+        if not (math.isfinite(self.temperature) and self.temperature > 0):  # TRL divides the logits by it
+            raise ValueError(f"temperature must be > 0 (the m completions of a group are sampled; paper: 1.0), got "
+                             f"{self.temperature}")
+        if self.max_completion_length is not None and self.max_completion_length < 1:
+            raise ValueError(f"max_completion_length must be >= 1 (tokens per completion), got "
+                             f"{self.max_completion_length}")
+        if self.max_steps == 0 or self.max_steps < -1:  # transformers would take it as "not set" and train
+            raise ValueError(f"max_steps must be >= 1 (or -1: train for num_train_epochs epochs), got "
+                             f"{self.max_steps}")
         if self.num_replays < 0:
             raise ValueError(f"num_replays must be >= 0, got {self.num_replays}")
         if not (math.isfinite(self.lambda_0) and self.lambda_0 >= 0):
@@ -315,8 +349,16 @@ class HiRConfig(GRPOConfig):
                 "replays are failed completions picked from its m samples (paper: m = 6, k = 2), so with k >= m the "
                 "group would hold as many hindsight rows as sampled ones, or more. Lower num_replays or raise "
                 "num_generations.")
+        if self.bf16 is None and not self.fp16 and not self.use_cpu:
+            # TRL's default (bf16 unless fp16) refuses to construct where bf16 cannot run (a machine without a GPU):
+            # there the default is full precision, as transformers' own.
+            from transformers.utils import is_torch_bf16_gpu_available, is_torch_xla_available
+
+            self.bf16 = is_torch_bf16_gpu_available() or is_torch_xla_available()
         super().__post_init__()
         self._validate_judge_fields()
+        if self.max_prompt_length is not None and self.max_prompt_length < 1:
+            raise ValueError(f"max_prompt_length must be >= 1 (or None), got {self.max_prompt_length}")
         if self.replay_min_satisfied < 0:
             raise ValueError(f"replay_min_satisfied must be >= 0, got {self.replay_min_satisfied}")
         problem = choice_problem(self, HiRConfig)
@@ -383,6 +425,12 @@ class HiRScriptArguments(ScriptArguments):
         metadata={"help": "Modules to import before the data is loaded, so that their register_verifier calls add "
                   "your own constraints (hir_trl.register_verifier): dotted names (my_pkg.constraints, found on "
                   "sys.path or in the current directory) or paths to .py files."},
+    )
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": "Start afresh in an output_dir that holds another run (checkpoint-N folders, completions/, "
+                  "trainer_state.json): its checkpoints and completion logs are deleted first. Without it (or "
+                  "resume_from_checkpoint) such an output_dir is refused, so that two runs never mix."},
     )
 
     def __post_init__(self) -> None:

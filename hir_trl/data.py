@@ -33,6 +33,9 @@ Native rows (one JSON object per line)::
      "messages": [{"role": "system", "content": "..."}],  # optional turns before the final user turn
      "prompt": "..."}                               # optional final user text; default: template(x, C)
 
+A row already normalized (the columns above, ``kwargs`` a JSON string, ``prompt`` the whole conversation) is a
+native row too, so normalizing is idempotent; `HiRTrainer` normalizes its datasets with `normalize_dataset`.
+
 A malformed row stops loading with a `DatasetFormatError` that names the file, the line (or row) and the field.
 """
 
@@ -207,7 +210,7 @@ def normalize_hir_row(row: Mapping[str, Any], index: int, on_unverifiable: str =
         "task": task,
         "constraints": constraints,
         "template": q_type,
-        "row_id": str(row.get("id", extra.get("index", index))),
+        "row_id": str(_first_not_none(row.get("id"), extra.get("index"), index)),
     }
 
 
@@ -233,37 +236,58 @@ def normalize_native_row(row: Mapping[str, Any], index: int) -> dict[str, Any]:
         field = f"constraints[{j}]"
         if not isinstance(item, Mapping) or not isinstance(item.get("text"), str) or not item["text"].strip():
             raise DatasetFormatError(index, f"{field}.text", "expected a non-empty string")
-        kind = item.get("kind", "hard")
+        kind = item.get("kind") or "hard"  # None: a row without 'kind' in a table where other rows have one
         if kind not in ("hard", "soft"):
             raise DatasetFormatError(index, f"{field}.kind", f"expected 'hard' or 'soft', got {kind!r}")
-        if kind == "soft":
-            constraints.append(_constraint(item["text"], "soft", None, None, {}))
-            continue
         family, instruction_id = item.get("family"), item.get("instruction_id")
-        if not isinstance(family, str) or not isinstance(instruction_id, str):
-            raise DatasetFormatError(index, f"{field}.instruction_id",
-                                     "a hard constraint needs 'family' and 'instruction_id'")
         kwargs = item.get("kwargs") or {}
+        if isinstance(kwargs, str):  # a normalized row's kwargs: a JSON string
+            try:
+                kwargs = json.loads(kwargs)
+            except json.JSONDecodeError as exc:
+                raise DatasetFormatError(index, f"{field}.kwargs", f"does not parse as JSON: {exc}") from None
         if not isinstance(kwargs, Mapping):
             raise DatasetFormatError(index, f"{field}.kwargs", "expected an object")
         kwargs = {k: v for k, v in kwargs.items() if v is not None}
+        if kind == "soft":  # a normalized row's softened rule constraint keeps its family and id
+            named = isinstance(family, str) and isinstance(instruction_id, str)
+            constraints.append(_constraint(item["text"], "soft", family if named else None,
+                                           instruction_id if named else None, kwargs if named else {}))
+            continue
+        if not isinstance(family, str) or not isinstance(instruction_id, str):
+            raise DatasetFormatError(index, f"{field}.instruction_id",
+                                     "a hard constraint needs 'family' and 'instruction_id'")
         _validate_hard(index, f"{field}.instruction_id", family, instruction_id, kwargs)
         constraints.append(_constraint(item["text"], "hard", family, instruction_id, kwargs))
 
     history = _messages(index, "messages", row.get("messages") or [])
     text = row.get("prompt")
-    if text is None:
+    if isinstance(text, list):  # a normalized row (`load_hir_dataset`): chat messages ending with the user turn
+        if history:
+            raise DatasetFormatError(index, "messages", "give the earlier turns either in 'messages' (with 'prompt' "
+                                     "the final user text) or in 'prompt' (the whole conversation), not both")
+        history = _messages(index, "prompt", text)
+        if not history or history[-1]["role"] != "user":
+            raise DatasetFormatError(index, "prompt", "the conversation must end with a user turn")
+        _check_instruction(index, f"prompt[{len(history) - 1}].content", history[-1]["content"])
+        text = history.pop()["content"]
+    elif text is None:
         text = join_instruction(task, [c["text"] for c in constraints], template)
     elif not isinstance(text, str):
-        raise DatasetFormatError(index, "prompt", "expected a string (the final user turn)")
+        raise DatasetFormatError(index, "prompt", "expected a string (the final user turn) or chat messages")
     _check_instruction(index, "prompt", text)
     return {
         "prompt": history + [{"role": "user", "content": text}],
         "task": task,
         "constraints": constraints,
         "template": template,
-        "row_id": str(row.get("id", index)),
+        "row_id": str(_first_not_none(row.get("id"), row.get("row_id"), index)),
     }
+
+
+def _first_not_none(*values: Any) -> Any:
+    """The first value that is not None (a table fills a column a row lacks with None)."""
+    return next(v for v in values if v is not None)
 
 
 def _constraint(text: str, kind: str, family: str | None, instruction_id: str | None, kwargs: dict) -> dict:
@@ -460,6 +484,46 @@ def load_hir_dataset(source: str | os.PathLike, split: str = "train", name: str 
     return datasets.Dataset.from_list(rows)
 
 
+def normalize_dataset(dataset: Any, name: str = "train_dataset", on_unverifiable: str = "soft") -> Any:
+    """The rows of a dataset given to `HiRTrainer`, normalized (see the module docstring); idempotent.
+
+    Any row `load_hir_dataset` reads works: HIR-16K rows, native rows (also as a `datasets.Dataset` built with
+    ``Dataset.from_list``, whose missing keys read as None) and already normalized rows.
+
+    Args:
+        dataset: a `datasets.Dataset` or a list of row dicts; a dict of them (several evaluation sets, normalized
+            one by one); None. A streaming `datasets.IterableDataset` is returned unchanged (it cannot be read
+            ahead; its rows must already be normalized).
+        name: what the error messages call the dataset (``"train_dataset"``).
+        on_unverifiable: as in `normalize_hir_row`.
+
+    Returns:
+        A `datasets.Dataset` of normalized rows (a dict of them for a dict; None for None).
+
+    Raises:
+        DatasetFormatError: the first row of neither schema or with a malformed field, named as
+            ``train_dataset row 3`` with the field; or a dataset without rows.
+    """
+    import datasets
+
+    if dataset is None or isinstance(dataset, datasets.IterableDataset):
+        return dataset
+    if isinstance(dataset, Mapping):
+        return type(dataset)({key: normalize_dataset(part, f"{name}[{key!r}]", on_unverifiable)
+                              for key, part in dataset.items()})
+    rows = []
+    for index, row in enumerate(dataset):
+        try:
+            rows.append(normalize_row(row, index, on_unverifiable))
+        except DatasetFormatError as exc:
+            raise DatasetFormatError(index, exc.field, f"{exc.detail} (HiRTrainer takes the rows "
+                                     "hir_trl.load_hir_dataset reads: HIR-16K, native or normalized rows)",
+                                     f"{name} row {index}") from None
+    if not rows:
+        raise DatasetFormatError(-1, "<rows>", "holds no rows", name)
+    return datasets.Dataset.from_list(rows)
+
+
 # ------------------------------------------------------------------------------------------------ soft constraints
 
 
@@ -516,7 +580,15 @@ def drop_soft_constraints(dataset: Any) -> Any:
         kept = [{**row, **hard_only(row)} for row in dataset]
         result = [row for row in kept if row["constraints"]]
     else:
-        result = dataset.map(hard_only).filter(lambda row: len(row["constraints"]) > 0)
+        from datasets.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+        shown = not are_progress_bars_disabled()  # no progress bars before training: an error after is one line
+        disable_progress_bars()
+        try:
+            result = dataset.map(hard_only).filter(lambda row: len(row["constraints"]) > 0)
+        finally:
+            if shown:
+                enable_progress_bars()
     if counts is None:
         logger.warning("soft_constraints='skip': soft constraints removed from a streaming dataset (uncounted)")
     elif counts[0]:

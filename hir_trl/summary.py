@@ -43,8 +43,14 @@ def _count(value: Any) -> str:
     return "-" if value is None else f"{value:g}"
 
 
-def step_table(log_history: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Lines of the per-step table (ILA %, CLA %, replays, supplementary samples), plus totals."""
+def step_table(log_history: Sequence[Mapping[str, Any]], generations_per_step: float = 1.0) -> list[str]:
+    """Lines of the per-step table (ILA %, CLA %, replays, supplementary samples), plus totals.
+
+    A logged entry holds the mean of its metrics over the generation batches since the previous entry
+    (``logging_steps`` > 1), so the totals weigh each by its number of generation batches: the steps since the
+    previous entry times ``generations_per_step`` (``gradient_accumulation_steps / steps_per_generation``; 1 by
+    default).
+    """
     steps = _steps(log_history)
     if not steps:
         return ["No training step was logged."]
@@ -57,10 +63,16 @@ def step_table(log_history: Sequence[Mapping[str, Any]]) -> list[str]:
     lines.insert(1, "  ".join("-" * w for w in widths))
     if len(rows) < len(steps):
         lines.append(f"({len(rows)} of {len(steps)} logged steps shown)")
-    replays = sum(e.get("hir/replayed_rows") or 0 for e in steps)
-    supplementary = sum(e.get("hir/supplementary_samples") or 0 for e in steps)
-    lines.append(f"Replays made: {replays:g}; supplementary samples: {supplementary:g} (over {len(steps)} logged "
-                 "steps; with logging_steps > 1 each row is a mean over its steps).")
+    weights, previous = [], 0
+    for entry in steps:
+        step = entry.get("step", previous + 1)
+        weights.append(max(step - previous, 1) * generations_per_step)
+        previous = step
+    replays = sum(w * (e.get("hir/replayed_rows") or 0) for w, e in zip(weights, steps))
+    supplementary = sum(w * (e.get("hir/supplementary_samples") or 0) for w, e in zip(weights, steps))
+    mean = "; each row is the mean over the steps since the previous row" if previous > len(steps) else ""
+    lines.append(f"Replays made: {round(replays):d}; supplementary samples: {round(supplementary):d} (over {previous} "
+                 f"steps{mean}).")
     return lines
 
 
@@ -80,13 +92,27 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+def _step_of(path: Path) -> int | None:
+    """N of ``checkpoint-N`` or ``completions_N.parquet``; None for another name."""
+    tail = path.name.removesuffix(".parquet").rsplit("-" if path.name.startswith("checkpoint-") else "_", 1)[-1]
+    return int(tail) if tail.isdigit() else None
+
+
+def _until(paths: Any, last_step: int | None) -> list[Path]:
+    """``paths`` named by a step (`_step_of`) no later than ``last_step`` (all when None), by step."""
+    stepped = [(step, p) for p in paths if (step := _step_of(p)) is not None]
+    return [p for step, p in sorted(stepped) if last_step is None or step <= last_step]
+
+
 def example_replays(completions_dir: str | os.PathLike, rows_by_id: Mapping[str, Mapping[str, Any]] | None = None,
-                    count: int = 2) -> list[dict[str, Any]]:
+                    count: int = 2, last_step: int | None = None) -> list[dict[str, Any]]:
     """Up to ``count`` hindsight replays from the newest completion-log file that has some (distinct source rows).
 
     Args:
         completions_dir: ``<output_dir>/completions`` (TRL's ``completions_<step>.parquet`` files).
         rows_by_id: normalized dataset rows by ``row_id``, to name the kept constraints by their text.
+        last_step: the run's last step: files of later steps (left by a run this one resumed from an earlier
+            checkpoint) are not read.
 
     Returns:
         Dicts with ``step``, ``row_id``, ``q`` (the original instruction: the prompt of the source row's sampled
@@ -94,7 +120,7 @@ def example_replays(completions_dir: str | os.PathLike, rows_by_id: Mapping[str,
     """
     import pandas as pd
 
-    files = sorted(Path(completions_dir).glob("completions_*.parquet"), reverse=True)
+    files = _until(Path(completions_dir).glob("completions_*.parquet"), last_step)[::-1]
     for path in files:
         table = pd.read_parquet(path)
         if "hindsight" not in table.columns or not table["hindsight"].any():
@@ -123,7 +149,8 @@ def example_replays(completions_dir: str | os.PathLike, rows_by_id: Mapping[str,
 
 
 def training_summary(output_dir: str | os.PathLike, log_history: Sequence[Mapping[str, Any]],
-                     dataset: Any = None, log_completions: bool = True, count: int = 2) -> str:
+                     dataset: Any = None, log_completions: bool = True, count: int = 2,
+                     last_step: int | None = None, generations_per_step: float = 1.0) -> str:
     """The end-of-run summary of a ``hir-trl train`` run (see the module docstring).
 
     Args:
@@ -132,13 +159,16 @@ def training_summary(output_dir: str | os.PathLike, log_history: Sequence[Mappin
         dataset: the training rows (`hir_trl.load_hir_dataset`), to show the kept constraints' texts.
         log_completions: whether the run wrote completion logs (else the examples are skipped, with a hint).
         count: example replays to show.
+        last_step: the run's last step (``trainer.state.global_step``): completion logs and checkpoints of later
+            steps, left by an earlier run this one resumed from an older checkpoint, are not shown.
+        generations_per_step: see `step_table`.
 
     Returns:
         The summary text (several lines, ending with a newline).
     """
     output_dir = Path(output_dir)
     lines = ["", "=" * 30 + " HiR run summary " + "=" * 30, "", "Per step (ILA, CLA: sampled completions under q):"]
-    lines += ["  " + line for line in step_table(log_history)]
+    lines += ["  " + line for line in step_table(log_history, generations_per_step)]
     completions = output_dir / "completions"
     lines += ["", "Example replays (hindsight instruction q' keeps the constraints the completion y met):"]
     if not log_completions:
@@ -147,7 +177,7 @@ def training_summary(output_dir: str | os.PathLike, log_history: Sequence[Mappin
         rows_by_id: dict[str, Mapping[str, Any]] = {}
         for row in dataset if dataset is not None else []:
             rows_by_id.setdefault(str(row["row_id"]), row)
-        examples = example_replays(completions, rows_by_id, count) if completions.is_dir() else []
+        examples = example_replays(completions, rows_by_id, count, last_step) if completions.is_dir() else []
         if not examples:
             lines.append("  (no replay in the completion log: no failed completion met any constraint)")
         for n, ex in enumerate(examples, start=1):
@@ -156,8 +186,7 @@ def training_summary(output_dir: str | os.PathLike, log_history: Sequence[Mappin
             lines.append("      q' keeps:")
             lines += [f"        - {_clip(str(c), 150)}" for c in ex["kept"]] or ["        (none)"]
             lines.append(f"      y : {_clip(ex['y'], 160)!r}")
-    checkpoints = sorted((p for p in output_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
-                         key=lambda p: int(p.name.split("-")[-1]))
+    checkpoints = _until(output_dir.glob("checkpoint-*"), last_step)
     lines += ["", "Where things are:", f"  final model     : {output_dir}"]
     lines.append(f"  last checkpoint : {checkpoints[-1] if checkpoints else '(none saved)'}")
     lines.append(f"  completion log  : {completions if completions.is_dir() else '(none: log_completions is off)'}")

@@ -718,7 +718,8 @@ def sample_constraints(rng: random.Random, task: str, n: int, candidate_ids: Seq
                 used = trial_used
         if len(chosen) == n:
             return chosen
-    raise ValueError(f"could not find {n} compatible constraints among {len(ids)} ids for task {task[:60]!r}")
+    raise ValueError(f"could not find {n} compatible constraints among {len(ids)} ids for task {task[:60]!r}; "
+                     "lower num_constraints")
 
 
 def synthesize(prompts: Sequence[str], n: int, seed: int, families: Sequence[str] = ("ifeval", "ifbench")
@@ -897,8 +898,28 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_args(args: argparse.Namespace) -> None:
+    """Refuse bad values before any data is read.
+
+    Raises:
+        ValueError: ``num_constraints`` or ``max_rows`` < 1, or an ``output`` that is a folder or has another
+            suffix than .jsonl, .json or .parquet.
+    """
+    if args.num_constraints < 1:
+        raise ValueError(f"--num_constraints must be >= 1, got {args.num_constraints}")
+    if args.max_rows is not None and args.max_rows < 1:
+        raise ValueError(f"--max_rows must be >= 1, got {args.max_rows}")
+    output = Path(args.output)
+    if output.is_dir():
+        raise ValueError(f"--output {output} is a folder: give a file name ending in .jsonl, .json or .parquet")
+    if output.suffix not in (".jsonl", ".json", ".parquet"):
+        raise ValueError(f"--output must end in .jsonl, .json or .parquet, got {output}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``hir-trl synth``; returns the exit status."""
+    """Entry point of ``hir-trl synth``; returns the exit status: 0, or 2 for a user error (a bad option, a missing
+    file or prompt column, a module that cannot be imported, constraints that cannot be made compatible), printed
+    as one line."""
     first = argparse.ArgumentParser(add_help=False)
     first.add_argument("--verifier_modules", nargs="+", default=None)
     try:
@@ -907,12 +928,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"hir-trl synth: error: {exc}", file=sys.stderr)
         return 2
     args = make_parser().parse_args(argv)
-    prompts = read_prompts(args.dataset_name, split=args.dataset_split, name=args.dataset_config,
-                           max_rows=args.max_rows)
-    if not prompts:
-        raise ValueError(f"{args.dataset_name} holds no prompts")
-    rows = synthesize(prompts, args.num_constraints, args.seed, families=args.families)
-    path = write_rows(rows, args.output)
+    try:
+        _check_args(args)
+        prompts = read_prompts(args.dataset_name, split=args.dataset_split, name=args.dataset_config,
+                               max_rows=args.max_rows)
+        if not prompts:
+            raise ValueError(f"{args.dataset_name} holds no prompts")
+        rows = synthesize(prompts, args.num_constraints, args.seed, families=args.families)
+        path = write_rows(rows, args.output)
+    except (ValueError, OSError) as exc:  # JSONFileError and DatasetFormatError are ValueErrors naming the line
+        from .cli import _one_line
+
+        print(f"hir-trl synth: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
     counts = {kind: sum(row.get("data_source", "native") == kind for row in rows)
               for kind in ("type1", "type2", "native")}
     print(f"Wrote {len(rows)} rows to {path} ({counts['type1']} type1, {counts['type2']} type2"

@@ -38,8 +38,9 @@ from .batch import (
     row_rewards,
     sequence_advantages,
 )
-from .card import HIR_PAPER, card_fields, hir_card_section
+from .card import HIR_PAPER, card_fields, hir_card_section, local_card
 from .configs import HiRConfig, check_batch_layout
+from .data import DatasetFormatError, normalize_dataset
 from .replay import allocate_shortfall, curriculum_lambda, load_replay_rng, save_replay_rng, select_rewrite
 from .rewards import (
     Judge,
@@ -81,8 +82,9 @@ class HiRTrainer(GRPOTrainer):
     Args:
         model: a model id or local path, or a `PreTrainedModel` (as for `GRPOTrainer`).
         args: a `HiRConfig`; defaults to ``HiRConfig("<model>-HiR")``.
-        train_dataset: normalized rows from `hir_trl.load_hir_dataset` (columns ``prompt``, ``task``,
-            ``constraints``, ``template``).
+        train_dataset: rows from `hir_trl.load_hir_dataset` (columns ``prompt``, ``task``, ``constraints``,
+            ``template``, ``row_id``), or any rows it reads (HIR-16K or native, e.g. ``Dataset.from_list``):
+            normalized here (`hir_trl.data.normalize_dataset`).
         reward_funcs: leave ``None`` to verify the dataset's constraints with `ConstraintReward`; or pass a
             `ConstraintReward` (for instance with a judge), TRL-style reward functions ``fn(prompts, completions,
             **kwargs) -> list[float | None]``, or a list of both (the `ConstraintReward` first; one is built and put
@@ -101,6 +103,10 @@ class HiRTrainer(GRPOTrainer):
         ValueError: a `ConstraintReward` whose ``reward_mode`` is not ``args.reward_mode``, one that is not first,
             ``reward_weights`` of the wrong length, or extra functions with ``multi_objective_aggregation`` other
             than ``"sum_then_normalize"`` (`hir_trl.rewards.trainer_reward`).
+        hir_trl.models.MissingDependencyError: (an `ImportError`) ``use_vllm`` without vLLM installed.
+        DatasetFormatError: (a `ValueError`) a training or evaluation row of no schema `load_hir_dataset` reads, or
+            with a malformed field: the message names the row and the field; or a prompt too long to sample from
+            (`_check_prompt_lengths`), with its token count.
         SoftConstraintsWithoutJudgeError: soft constraints and no judge (`hir_trl.rewards.trainer_reward`).
 
     Example:
@@ -130,8 +136,19 @@ class HiRTrainer(GRPOTrainer):
             args = HiRConfig(f"{str(name).split('/')[-1]}-HiR")
         if not isinstance(args, HiRConfig):
             raise TypeError(f"HiRTrainer needs a HiRConfig, got {type(args).__name__}")
-        reward_funcs, train_dataset, eval_dataset = trainer_reward(args, train_dataset, kwargs.get("eval_dataset"),
-                                                                   reward_funcs, judge)
+        if args.use_vllm:
+            from trl.import_utils import is_vllm_available
+
+            from .models import MissingDependencyError
+
+            if not is_vllm_available():
+                raise MissingDependencyError("use_vllm: true needs vLLM, which is not installed: pip install vllm "
+                                             "(on CPU: README 'vLLM on CPU'), or set use_vllm: false to sample "
+                                             "with transformers generate")
+        train_dataset = normalize_dataset(train_dataset, "train_dataset")
+        eval_dataset = normalize_dataset(kwargs.get("eval_dataset"), "eval_dataset")
+        reward_funcs, train_dataset, eval_dataset = trainer_reward(args, train_dataset, eval_dataset, reward_funcs,
+                                                                   judge)
         if eval_dataset is not None:
             kwargs["eval_dataset"] = eval_dataset
         reward_funcs, self.extra_reward_funcs = reward_funcs[0], reward_funcs[1:]
@@ -154,12 +171,55 @@ class HiRTrainer(GRPOTrainer):
         self.kl_coef = 0.0
         if args.kl_in_reward:
             self.kl_coef, self.beta = self.beta, 0.0
+        for name, dataset in (("train_dataset", self.train_dataset), ("eval_dataset", self.eval_dataset)):
+            for part, rows in (dataset.items() if isinstance(dataset, dict) else [(None, dataset)]):
+                self._check_prompt_lengths(rows, name if part is None else f"{name}[{part!r}]")
         groups = args.generation_batch_size // args.num_generations  # the log holds k more rows per group
         trl_adapter.resize_completion_log(self, args.generation_batch_size + groups * args.num_replays)
         logger.info("HiR verifiers: sentence splitter = %s", sentence_backend())
         self._no_recording_reason = trl_adapter.sampling_record_problem(self)
         logger.info("HiR token entropies / sampling log-probs: %s", "recorded while generate samples"
                     if self._no_recording_reason is None else f"not recorded ({self._no_recording_reason})")
+
+    def _check_prompt_lengths(self, dataset: Any, name: str, batch_size: int = 256) -> None:
+        """Refuse a row whose prompt cannot be sampled from: longer than ``max_prompt_length`` tokens, or too long
+        for the model's context (``max_position_embeddings``) together with ``max_completion_length``.
+
+        Prompts are tokenized as TRL tokenizes them for generation (chat template applied); a streaming dataset is
+        not checked.
+
+        Raises:
+            DatasetFormatError: naming the row (index and ``row_id``), its token count and the limit.
+        """
+        from datasets import Dataset
+
+        if not isinstance(dataset, Dataset) or len(dataset) == 0:
+            return
+        context = getattr(self.accelerator.unwrap_model(self.model).config, "max_position_embeddings", None)
+        limits = []
+        if self.args.max_prompt_length is not None:
+            limits.append((self.args.max_prompt_length, f"max_prompt_length ({self.args.max_prompt_length})"))
+        if isinstance(context, int) and context > 0:
+            completion = self.max_completion_length or 0
+            limits.append((context - completion, f"the model's context of {context} tokens (max_position_embeddings) "
+                           f"less max_completion_length ({completion})"))
+        if not limits:
+            return
+        limit, why = min(limits)
+        # the tokenizer warns of each sequence longer than its model_max_length: this check reports them itself
+        quiet = logging.getLogger("transformers.tokenization_utils_base")
+        level = quiet.level
+        quiet.setLevel(logging.ERROR)
+        try:
+            lengths = [len(ids) for start in range(0, len(dataset), batch_size)
+                       for ids in trl_adapter.tokenize_prompts(self, dataset[start:start + batch_size]["prompt"])]
+        finally:
+            quiet.setLevel(level)
+        for index, length in enumerate(lengths):
+            if length > limit:
+                raise DatasetFormatError(index, "prompt", f"the prompt is {length:,} tokens (chat template applied), "
+                                         f"more than {max(limit, 0):,}: {why}; shorten or remove the row, or raise "
+                                         f"the limit", f"{name} row {index} (row_id {dataset[index]['row_id']!r})")
 
     # ------------------------------------------------------------------ TRL hooks (each calls super())
 
@@ -299,14 +359,24 @@ class HiRTrainer(GRPOTrainer):
     def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None,
                           tags: str | list[str] | None = None):
         """Override of `GRPOTrainer.create_model_card`: TRL's card (tagged ``hir``, citing the paper) plus a
-        "HiR training" section (`hir_trl.card.hir_card_section`), written to ``output_dir/README.md``."""
+        "HiR training" section (`hir_trl.card.hir_card_section`), written to ``output_dir/README.md``.
+
+        The model is named after ``output_dir`` unless ``model_name`` is given; a local base model, a local dataset
+        and a model not pushed to the Hub are named by their paths instead of Hub links (`hir_trl.card.local_card`).
+        """
         dataset_name = dataset_name or self.dataset_name
-        super().create_model_card(model_name=model_name, dataset_name=dataset_name, tags=tags)
+        local_data = dataset_name is not None and os.path.exists(os.path.expanduser(str(dataset_name)))
+        model_name = model_name or os.path.basename(os.path.normpath(self.args.output_dir))
+        super().create_model_card(model_name=model_name, dataset_name=None if local_data else dataset_name, tags=tags)
         path = os.path.join(self.args.output_dir, "README.md")
         if self.is_world_process_zero() and os.path.isfile(path):
-            with open(path, "a", encoding="utf-8") as handle:
-                handle.write("\n" + hir_card_section(self.args, dataset_name, self.state.log_history,
-                                                     list(self.reward_func_names)))
+            base_model = self.accelerator.unwrap_model(self.model).config._name_or_path
+            with open(path, encoding="utf-8") as handle:
+                text = local_card(handle.read(), base_model=base_model,
+                                  model_path=self.hub_model_id or self.args.output_dir)
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(text + "\n" + hir_card_section(self.args, dataset_name, self.state.log_history,
+                                                           list(self.reward_func_names)))
 
     def _save_checkpoint(self, model, trial):
         """Override of `GRPOTrainer._save_checkpoint`: also save the replay RNG and the model card.

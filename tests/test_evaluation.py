@@ -744,3 +744,82 @@ def test_metric_that_does_not_apply_says_so(tmp_path, capsys):
     code, out, err = run_main(capsys, "compare", *paths, "--metric", "prompt_level_loose_acc")
     assert code == 2 and not out
     assert "--metric 'prompt_level_loose_acc' applies to none of these benchmarks" in err and "cla" in err
+
+
+# --------------------------------------------------------------------------------------------------
+# Joining responses to prompts: by key, else by whitespace-normalized text; too many unmatched refused
+# --------------------------------------------------------------------------------------------------
+
+
+def _ifeval_lines(limit=120, seed=5):
+    bench = load_benchmark(shared_file(IFEVAL), limit=limit)
+    rng = random.Random(seed)
+    return bench, [{"prompt": row.prompt, "response": generate_text(rng)} for row in bench.rows]
+
+
+def test_responses_with_collapsed_whitespace_score_the_same(tmp_path):
+    bench, lines = _ifeval_lines()
+    exact = score([bench], read_responses(write_jsonl(tmp_path / "exact.jsonl", lines)))
+    collapsed = [{**line, "prompt": " ".join(line["prompt"].split())} for line in lines]
+    assert sum(c["prompt"] != line["prompt"] for c, line in zip(collapsed, lines)) > 10  # the case is exercised
+    report = score([bench], read_responses(write_jsonl(tmp_path / "collapsed.jsonl", collapsed)))
+    assert report["benchmarks"]["IFEval"]["rows"] == exact["benchmarks"]["IFEval"]["rows"]
+    assert not report["benchmarks"]["IFEval"]["issues"]["missing_responses"]
+    assert report["unmatched_responses"]["count"] == 0
+
+
+def test_responses_are_joined_by_key_when_both_sides_have_one(tmp_path):
+    bench, lines = _ifeval_lines(limit=40)
+    exact = score([bench], read_responses(write_jsonl(tmp_path / "exact.jsonl", lines)))
+    # the prompt text was rewritten (a chat template, a translation...), but each line keeps its row's key
+    keyed = [{"benchmark": "IFEval", "key": int(row.key), "prompt": f"<s>{row.prompt[::-1]}</s>",
+              "response": line["response"]} for row, line in zip(bench.rows, lines)]
+    random.Random(0).shuffle(keyed)
+    report = score([bench], read_responses(write_jsonl(tmp_path / "keyed.jsonl", keyed)))
+    assert report["benchmarks"]["IFEval"]["metrics"] == exact["benchmarks"]["IFEval"]["metrics"]
+    assert report["unmatched_responses"]["count"] == 0
+    # a line naming another benchmark is not joined by its key
+    other = [{**line, "benchmark": "IFBench"} for line in keyed]
+    with pytest.raises(ValueError, match="no response in .* matches a prompt of IFEval"):
+        score([bench], read_responses(write_jsonl(tmp_path / "other.jsonl", other)))
+
+
+@pytest.mark.parametrize("kept", [1, 80], ids=["one_prompt_matched_by_accident", "a_third_unmatched"])
+def test_too_many_prompts_without_a_response_are_refused_unless_allowed(tmp_path, capsys, kept):
+    bench, lines = _ifeval_lines()
+    bench_path = tmp_path / "bench.jsonl"
+    write_jsonl(bench_path, [json.loads(line) for line in shared_file(IFEVAL).read_text().splitlines()[:120]])
+    broken = [line if i < kept else {**line, "prompt": line["prompt"] + " (edited)"} for i, line in enumerate(lines)]
+    responses = write_jsonl(tmp_path / "r.jsonl", broken)
+    code, out, err = run_main(capsys, "score", "-b", bench_path, "-r", responses)
+    assert code == 2 and not out and err.count("\n") == 1
+    assert err.startswith(f"hir-trl eval: error: {120 - kept} of the 120 prompts of IFEval have no response")
+    assert "--allow-missing" in err
+    code, out, _ = run_main(capsys, "score", "-b", bench_path, "-r", responses, "--allow-missing")
+    report = json.loads((tmp_path / "r.report.json").read_text())
+    assert code == 0 and len(report["benchmarks"]["IFEval"]["issues"]["missing_responses"]) == 120 - kept
+    # a few missing prompts (3, or 1% of the benchmark) are scored as failures without the flag
+    few = [line if i >= 3 else {**line, "prompt": "edited"} for i, line in enumerate(lines)]
+    code, _, _ = run_main(capsys, "score", "-b", bench_path, "-r", write_jsonl(tmp_path / "few.jsonl", few))
+    assert code == 0
+
+
+def test_compare_flags_runs_with_different_numbers_of_missing_responses():
+    base, trained = _fake_report("base", {"IFEval": 0.137}), _fake_report("trained", {"IFEval": 0.122})
+    base["benchmarks"]["IFEval"]["issues"] = {"missing_responses": []}
+    trained["benchmarks"]["IFEval"]["issues"] = {"missing_responses": [{"key": str(i)} for i in range(118)]}
+    text = format_comparison([("base", base), ("trained", trained)])
+    assert text.splitlines()[3].split() == ["trained", "12.2", "(-1.5)*"]
+    assert "* IFEval: the runs have different numbers of prompts without a response (base 0, trained 118)" in text
+    same = format_comparison([("base", base), ("again", base)])
+    assert "*" not in same
+
+
+def test_generate_with_a_missing_model_folder_is_one_line(tmp_path, capsys, two_rows):
+    bench, _ = two_rows
+    missing = tmp_path / "runs" / "no-such-checkpoint"
+    code, out, err = run_main(capsys, "generate", "--model", missing, "-b", bench, "-o", tmp_path / "gen")
+    assert code == 2 and not out and err.count("\n") == 1, err
+    assert err == (f"hir-trl eval: error: --model {missing}: no such checkpoint folder (give a local model directory "
+                   "or a Hub model id such as Qwen/Qwen2.5-7B-Instruct)\n")
+    assert not (tmp_path / "gen").exists()

@@ -9,8 +9,8 @@ import pytest
 
 from benchmarks.learning.real_task import (
     CONSTRAINT_TYPES,
-    TYPE_OF_ID,
     LISTING_SEPARATOR,
+    TYPE_OF_ID,
     RealTaskConfig,
     build_rows,
     evaluate_held_out,

@@ -116,6 +116,34 @@ def test_cli_input_columns_max_rows_and_output_formats(tmp_path):
         synthesize(PROMPTS, 0, 0)
 
 
+@pytest.mark.parametrize("case, fragment", [
+    ("no_prompt_column", "row 0 of {src} has no 'prompt'"),
+    ("zero_constraints", "--num_constraints must be >= 1, got 0"),
+    ("fifty_constraints", "could not find 50 compatible constraints"),
+    ("output_is_a_folder", "is a folder"),
+    ("missing_file", "does not exist"),
+])
+def test_cli_user_errors_are_one_line_with_status_2(tmp_path, capsys, case, fragment):
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps({"prompt": "Plain task zero."}) + "\n")
+    argv = {"dataset_name": source, "output": tmp_path / "out.jsonl"}
+    if case == "no_prompt_column":
+        source.write_text(json.dumps({"text": "no prompt column"}) + "\n")
+    elif case == "zero_constraints":
+        argv["num_constraints"] = 0
+    elif case == "fifty_constraints":
+        argv["num_constraints"] = 50
+    elif case == "output_is_a_folder":
+        argv["output"] = tmp_path
+    elif case == "missing_file":
+        argv["dataset_name"] = tmp_path / "nowhere.jsonl"
+    code = main([str(part) for key, value in argv.items() for part in (f"--{key}", value)])
+    out, err = capsys.readouterr()
+    assert code == 2 and not out and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("hir-trl synth: error: ") and fragment.format(src=source) in err, err
+    assert not (tmp_path / "out.jsonl").exists()
+
+
 # --------------------------------------------------------------------------------------------------
 # Rows: schema, criteria, loading
 # --------------------------------------------------------------------------------------------------

@@ -183,6 +183,10 @@ FLAG_CASES = {
     "dataset_max_rows_zero": (["--dataset_max_rows", "0"], ["dataset_max_rows must be >= 1"]),
     "resume_missing_checkpoint": (["--resume_from_checkpoint", "no/such/checkpoint"], ["resume_from_checkpoint",
                                                                                        "is not a folder"]),
+    "temperature_zero": (["--temperature", "0"], ["temperature must be > 0", "got 0.0"]),  # used to fail mid-step
+    "max_completion_length_zero": (["--max_completion_length", "0"], ["max_completion_length must be >= 1"]),
+    "max_steps_zero": (["--max_steps", "0"], ["max_steps must be >= 1 (or -1"]),  # used to train one step
+    "max_prompt_length_zero": (["--max_prompt_length", "0"], ["max_prompt_length must be >= 1"]),
 }
 
 
@@ -232,6 +236,43 @@ def test_config_types_and_ranges_in_python(tmp_path):
     with pytest.raises(ValueError, match="dataset_max_rows must be >= 1"):
         HiRScriptArguments(dataset_name="x", dataset_max_rows=-1)
     assert field_type_problem(HiRScriptArguments(dataset_name="x", dataset_max_rows=None)) is None
+
+
+def test_train_without_arguments_asks_for_the_recipe_or_dataset(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["train"]) == 2  # first complaint: the missing recipe or data, not bf16
+    _, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "bf16" not in err, err
+    assert err.startswith("hir-trl train: error: dataset_name is required") and "--config recipe.yaml" in err
+    assert not list(tmp_path.iterdir())
+    data = write_rows(tmp_path / "d.jsonl", [native()])
+    assert main(["train", "--dataset_name", str(data)]) == 2  # no recipe, no model
+    _, err = capsys.readouterr()
+    assert err.count("\n") == 1 and err.startswith("hir-trl train: error: model_name_or_path is required"), err
+
+
+def test_use_vllm_without_vllm_is_one_line(tmp_path, capsys, tiny_model_path, monkeypatch):
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module("trl.import_utils"), "is_vllm_available", lambda *a, **k: False)
+    code, out, err = train(tmp_path, capsys, "--model_name_or_path", tiny_model_path, "--build_tiny_model", "false",
+                           "--use_vllm", "true")
+    assert_one_line_error(code, out, err, "use_vllm: true needs vLLM, which is not installed")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_prompt_too_long_for_the_model_is_one_line_naming_the_row(tmp_path, capsys, tiny_model_path):
+    rows = [native(id=f"n-{i}") for i in range(4)]
+    rows[2] = native(id="huge", task="rain " * 20000)  # the tiny model's context: 2048 tokens
+    data = write_rows(tmp_path / "d.jsonl", rows)
+    code, out, err = train(tmp_path, capsys, "--model_name_or_path", tiny_model_path, "--build_tiny_model", "false",
+                           "--dataset_name", data)
+    # checked once the model is loaded (its context and tokenizer): transformers' weight-loading bar may come first
+    err = err[err.rindex("it/s]") + len("it/s]"):].lstrip("\n") if "Loading weights" in err else err
+    assert_one_line_error(code, out, err, "train_dataset row 2 (row_id 'huge'): field 'prompt': the prompt is ",
+                          "context of 2048 tokens")
+    # nothing written (the Trainer makes output_dir and TRL its empty completions/ folder when they are built)
+    assert not [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
 
 
 # ---------------------------------------------------------------------------------------------- judge key, --debug

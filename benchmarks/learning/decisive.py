@@ -121,6 +121,13 @@ def run(spec: dict[str, Any], family: str, roles: Sequence[str] | None = None, s
             log=lambda s: print(time.strftime("%H:%M:%S"), s, flush=True), **kwargs)
 
 
+def _records_of(runs: dict[str, list[dict[str, Any]]], method: str, path: str, seeds: Sequence[int]
+                ) -> list[dict[str, Any]]:
+    """The records of ``method`` that follow the pre-registration at ``path``, for its registered ``seeds``."""
+    return [r for r in runs.get(method, [])
+            if (r.get("preregistration") or {}).get("path") == path and r["seed"] in seeds]
+
+
 def decide_all(specs: Sequence[dict[str, Any]], bootstrap_reps: int = 10_000) -> list[dict[str, Any]]:
     """One decision object per (task, family, pair) of every pre-registration, from the records found so far.
 
@@ -134,13 +141,8 @@ def decide_all(specs: Sequence[dict[str, Any]], bootstrap_reps: int = 10_000) ->
             for hir_role, base_role in PAIRS:
                 hir_method, base_method = entry["arms"][hir_role], entry["arms"][base_role]
                 registered = sorted(set(registered_seeds(entry, hir_role)) & set(registered_seeds(entry, base_role)))
-                # only records of this pre-registration and its seeds count
-                def ours(method: str) -> list[dict[str, Any]]:
-                    return [r for r in runs.get(method, [])
-                            if (r.get("preregistration") or {}).get("path") == spec["path"]
-                            and r["seed"] in registered]
-
-                hir_runs, base_runs = ours(hir_method), ours(base_method)
+                hir_runs = _records_of(runs, hir_method, spec["path"], registered)
+                base_runs = _records_of(runs, base_method, spec["path"], registered)
                 common = sorted({r["seed"] for r in hir_runs} & {r["seed"] for r in base_runs})
                 commits = sorted({r["preregistration"]["commit"] for r in hir_runs + base_runs})
                 item: dict[str, Any] = {

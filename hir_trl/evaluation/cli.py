@@ -78,7 +78,11 @@ def make_parser() -> argparse.ArgumentParser:
     _add_benchmark_args(p)
     p.add_argument("--responses", "-r", nargs="+", required=True, metavar="JSONL",
                    help="responses files: one {\"prompt\": ..., \"response\": ...} object per line, matched to the "
-                        "benchmark by prompt text; several lines for a prompt are its samples (optional 'sample')")
+                        "benchmark by 'key' when the line has one, else by prompt text (whitespace runs collapsed); "
+                        "several lines for a prompt are its samples (optional 'sample')")
+    p.add_argument("--allow-missing", action="store_true",
+                   help="score even when more than a few prompts (3, or 1%% of a benchmark) have no response; they "
+                        "count as failures (default: stop with an error, as the file likely answers other prompts)")
     p.add_argument("--num-samples", type=int, default=None,
                    help="samples per prompt; fewer count as failures, extra ones are ignored (default: every "
                         "answered prompt must have the same number of responses, else an error)")
@@ -171,16 +175,32 @@ def _default_run_name(responses: Sequence[str]) -> str:
 def run_score(args: argparse.Namespace) -> int:
     benchmarks = _load_benchmarks(args)
     responses = read_responses(args.responses)
-    check_responses_fit(benchmarks, responses, args.num_samples)
+    check_responses_fit(benchmarks, responses, args.num_samples, args.allow_missing)
     judge = _build_judge(args)
     report = score(benchmarks, responses, judge=judge, allow_unknown=args.allow_unknown,
+                   allow_missing=args.allow_missing,
                    num_samples=args.num_samples, ks=args.pass_k,
                    run_name=args.run_name or _default_run_name(args.responses), include_rows=not args.no_rows)
     _write_outputs(report, Path(args.output) if args.output else _default_output(args.responses), args.plot)
     return 0
 
 
+def _check_model(model: str) -> None:
+    """Refuse a ``--model`` that can only be a local folder (a path: ``/``, ``./``, ``~``, or more than one ``/``)
+    and does not exist, before anything is loaded (the Hub client would call it a malformed repo id).
+
+    Raises:
+        FileNotFoundError: naming the folder.
+    """
+    from ..data import _looks_local
+
+    if not Path(model).expanduser().exists() and _looks_local(model):
+        raise FileNotFoundError(f"--model {model}: no such checkpoint folder (give a local model directory or a Hub "
+                                "model id such as Qwen/Qwen2.5-7B-Instruct)")
+
+
 def run_generate(args: argparse.Namespace) -> int:
+    _check_model(args.model)
     benchmarks = _load_benchmarks(args)
     if not args.allow_unknown:
         check_known(benchmarks)  # before spending time on generation
@@ -266,7 +286,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # BenchmarkFormatError, ResponsesFormatError, UnknownInstructionError, DatasetFormatError and bad settings
     # are ValueErrors whose message names the file, row or field.
     except (ValueError, OSError, ImportError, SentenceTokenizerError) as exc:
-        print(f"hir-trl eval: error: {exc}", file=sys.stderr)
+        from ..cli import _one_line
+
+        print(f"hir-trl eval: error: {_one_line(exc)}", file=sys.stderr)
         return 2
 
 

@@ -168,7 +168,9 @@ def format_comparison(runs: Sequence[tuple[str, Mapping[str, Any]]], metric: str
     Returns:
         The table: one row per run, one column per benchmark present (Table 1's columns first, in its
         order), cells like ``83.6 (+12.4)`` (percentages; the delta is taken between the rounded figures, so
-        it matches the figures shown).
+        it matches the figures shown). A benchmark whose runs have different numbers of prompts without a
+        response (counted as failures), or runs whose responses files have different numbers of lines matching
+        no prompt, is flagged: its cells end in ``*`` and a note gives the counts.
 
     Raises:
         ValueError: two reports of the same run name have the same benchmark (one would silently hide the other),
@@ -176,6 +178,7 @@ def format_comparison(runs: Sequence[tuple[str, Mapping[str, Any]]], metric: str
     """
     merged: dict[str, dict[str, Mapping[str, Any]]] = {}
     samples: dict[str, set[int]] = {}
+    unmatched: dict[str, int] = {}
     first_report: dict[tuple[str, str], int] = {}
     for position, (name, report) in enumerate(runs, start=1):
         for bench_name, bench in report["benchmarks"].items():
@@ -186,12 +189,16 @@ def format_comparison(runs: Sequence[tuple[str, Mapping[str, Any]]], metric: str
             first_report[name, bench_name] = position
             merged.setdefault(name, {})[bench_name] = bench
             samples.setdefault(name, set()).add(bench["num_samples"])
+        unmatched[name] = unmatched.get(name, 0) + int((report.get("unmatched_responses") or {}).get("count") or 0)
     if not merged:
         raise ValueError("no runs to compare")
     not_applicable = _check_metric(merged, metric)
     names = list(merged)
     benchmarks = _ordered_benchmarks(list(dict.fromkeys(b for run in merged.values() for b in run)))
     base = merged[names[0]]
+    missing = {b: {name: len(run[b].get("issues", {}).get("missing_responses", [])) for name, run in merged.items()
+                   if b in run} for b in benchmarks}
+    flagged = {b for b, counts in missing.items() if len(set(counts.values())) > 1}
     rows = []
     for name in names:
         row = [name]
@@ -207,7 +214,7 @@ def format_comparison(runs: Sequence[tuple[str, Mapping[str, Any]]], metric: str
             if base_value is not None:
                 delta = round(round(100 * value, 1) - round(100 * base_value, 1), 1)
                 cell += f" ({'+' if delta >= 0 else '-'}{abs(delta):.1f})"
-            row.append(cell)
+            row.append(cell + ("*" if bench_name in flagged else ""))
         rows.append(row)
     figure = ("prompt-level strict accuracy (IFEval, IFBench) / ILA (MulDimIF, HIR data)"
               if metric in (None, "headline") else METRIC_LABELS.get(metric, metric))
@@ -216,6 +223,15 @@ def format_comparison(runs: Sequence[tuple[str, Mapping[str, Any]]], metric: str
             f"(+x) = difference from {names[0]}.")
     for bench_name, available in not_applicable.items():
         note += f"\n{metric} does not apply to {bench_name} (n/a); its metrics: {', '.join(available)}."
+    for bench_name in benchmarks:
+        if bench_name in flagged:
+            counts = ", ".join(f"{name} {n}" for name, n in missing[bench_name].items())
+            note += (f"\n* {bench_name}: the runs have different numbers of prompts without a response ({counts}), "
+                     "counted as failures: the difference may come from the responses files, not the models.")
+    if len(set(unmatched.values())) > 1:
+        counts = ", ".join(f"{name} {n}" for name, n in unmatched.items())
+        note += (f"\nThe runs' responses files have different numbers of lines matching no benchmark prompt "
+                 f"({counts}).")
     return format_table(["Model", *benchmarks], rows) + "\n" + note + "\n"
 
 

@@ -3,8 +3,11 @@
 Conventions (those of the official IFEval scorer, google-research/instruction_following_eval, as shipped in
 lm-eval 0.4.x):
 
-- Responses are joined to benchmark rows by prompt text (the final user turn). A prompt with no response is
-  a failure of every one of its constraints, and is listed in the report.
+- Responses are joined to benchmark rows by ``key`` when both the response line and the row have one (and the
+  line's ``benchmark``, if any, names this benchmark), else by the prompt text (the final user turn) with runs of
+  whitespace collapsed. A prompt with no response is a failure of every one of its constraints, and is listed in
+  the report; more than a few (`max_missing`) stop scoring unless allowed, since the headline would mostly
+  measure the join.
 - Strict: `hir_trl.verifiers.verify_constraint` (``None`` kwargs dropped, an all-whitespace response fails;
   a checker exception is a failed verdict whose error is recorded). Loose (IFEval/IFBench formats, and HIR/native
   data holding a constraint registered with ``check_loose``): the same call with ``loose=True``, the family's
@@ -96,20 +99,61 @@ def check_known(benchmarks: Sequence[Benchmark]) -> None:
 # ----------------------------------------------------------------------------------------------- responses
 
 
+def normalize_prompt(text: str) -> str:
+    """``text`` with leading and trailing whitespace removed and every run of whitespace made one space: the form
+    in which responses are matched to benchmark prompts."""
+    return " ".join(text.split())
+
+
+def max_missing(num_rows: int) -> int:
+    """Most prompts of a benchmark of ``num_rows`` prompts that may lack a response (``allow_missing`` lifts it):
+    the larger of 3 and 1% of the prompts."""
+    return max(3, num_rows // 100)
+
+
 @dataclass
 class ResponseSet:
-    """Responses keyed by prompt text, each prompt's list in sample order.
+    """Responses keyed by prompt text (whitespace-normalized, `normalize_prompt`) and by row key, each list in
+    sample order.
 
     Attributes:
-        by_prompt: prompt text -> responses (sample 0, 1, ...).
+        by_prompt: normalized prompt text -> responses (sample 0, 1, ...).
         sources: the files read.
+        by_key: ``(benchmark name or None, key)`` -> responses, for lines that give a ``key``.
+        key_prompts: the same keys -> the normalized prompt text of those lines.
     """
 
     by_prompt: dict[str, list[str]] = field(default_factory=dict)
     sources: list[str] = field(default_factory=list)
+    by_key: dict[tuple[str | None, str], list[str]] = field(default_factory=dict)
+    key_prompts: dict[tuple[str | None, str], str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        normalized: dict[str, list[str]] = {}
+        for prompt, responses in self.by_prompt.items():
+            normalized.setdefault(normalize_prompt(prompt), responses)
+        self.by_prompt = normalized
 
     def get(self, prompt: str) -> list[str]:
-        return self.by_prompt.get(prompt, [])
+        """The responses to ``prompt``, matched by whitespace-normalized text."""
+        return self.by_prompt.get(normalize_prompt(prompt), [])
+
+    def _key_of(self, row: Any, benchmark: str | None) -> tuple[str | None, str] | None:
+        for key in ((benchmark, str(row.key)), (None, str(row.key))):
+            if self.by_key.get(key):
+                return key
+        return None
+
+    def for_row(self, row: Any, benchmark: str | None = None) -> list[str]:
+        """The responses to a benchmark row: by its key when a response line gives that key (and names this
+        ``benchmark`` or none), else by its prompt text (`get`)."""
+        key = self._key_of(row, benchmark) if self.by_key else None
+        return self.by_key[key] if key is not None else self.get(row.prompt)
+
+    def matched_prompt(self, row: Any, benchmark: str | None = None) -> str:
+        """The normalized prompt text of the responses `for_row` returns (to tell matched lines from unmatched)."""
+        key = self._key_of(row, benchmark) if self.by_key else None
+        return self.key_prompts[key] if key is not None else normalize_prompt(row.prompt)
 
     @property
     def num_responses(self) -> int:
@@ -134,8 +178,9 @@ def read_responses(paths: str | Path | Iterable[str | Path]) -> ResponseSet:
 
     ``prompt`` is the prompt text (or a list of chat messages, whose final user turn is the text). A prompt
     may have several lines: its samples, in file order, or ordered by an integer ``sample`` field when the
-    lines have one (a repeated line with the same prompt, sample and response is read once). Other fields
-    are ignored.
+    lines have one (a repeated line with the same prompt, sample and response is read once). An optional
+    ``key`` (string or integer; with an optional ``benchmark`` name, as ``hir-trl eval generate`` writes them)
+    matches the line to the benchmark row of that key. Other fields are ignored.
 
     Raises:
         FileNotFoundError: a file that does not exist.
@@ -145,6 +190,8 @@ def read_responses(paths: str | Path | Iterable[str | Path]) -> ResponseSet:
     if isinstance(paths, (str, Path)):
         paths = [paths]
     entries: dict[str, list[tuple[float, int, str]]] = {}
+    keyed: dict[tuple[str | None, str], list[tuple[float, int, str]]] = {}
+    key_prompts: dict[tuple[str | None, str], str] = {}
     seen: dict[tuple[str, int], str] = {}
     sources = []
     order = 0
@@ -159,6 +206,12 @@ def read_responses(paths: str | Path | Iterable[str | Path]) -> ResponseSet:
             prompt = prompt_text(record.get("prompt"))
             if prompt is None:
                 raise ResponsesFormatError(f"{where}: field 'prompt' must be the prompt text (or chat messages)")
+            prompt = normalize_prompt(prompt)
+            key, bench = record.get("key"), record.get("benchmark")
+            if key is not None and (isinstance(key, bool) or not isinstance(key, (str, int))):
+                raise ResponsesFormatError(f"{where}: field 'key' must be a string or an integer")
+            if bench is not None and not isinstance(bench, str):
+                raise ResponsesFormatError(f"{where}: field 'benchmark' must be a string")
             response = record.get("response")
             if not isinstance(response, str):
                 raise ResponsesFormatError(f"{where}: field 'response' must be a string, got "
@@ -173,10 +226,15 @@ def read_responses(paths: str | Path | Iterable[str | Path]) -> ResponseSet:
                     raise ResponsesFormatError(f"{where}: a different response for sample {sample} of the "
                                                f"prompt {_snippet(prompt)!r}")
                 seen[prompt, sample] = response
-            entries.setdefault(prompt, []).append((math.inf if sample is None else sample, order, response))
+            entry = (math.inf if sample is None else sample, order, response)
+            entries.setdefault(prompt, []).append(entry)
+            if key is not None:
+                keyed.setdefault((bench, str(key)), []).append(entry)
+                key_prompts.setdefault((bench, str(key)), prompt)
             order += 1
     by_prompt = {p: [r for _, _, r in sorted(items)] for p, items in entries.items()}
-    return ResponseSet(by_prompt, sources)
+    by_key = {k: [r for _, _, r in sorted(items)] for k, items in keyed.items()}
+    return ResponseSet(by_prompt, sources, by_key, key_prompts)
 
 
 def _snippet(text: str, width: int = 60) -> str:
@@ -253,7 +311,7 @@ def _verdict_grid(benchmark: Benchmark, responses: ResponseSet, num_samples: int
     grid: list[list[list[Cell | None]]] = []
     pending: list[tuple[int, int, int, tuple[str, str, str]]] = []
     for r, row in enumerate(benchmark.rows):
-        row_responses = responses.get(row.prompt)
+        row_responses = responses.for_row(row, benchmark.name)
         samples = []
         for s in range(num_samples):
             response = row_responses[s] if s < len(row_responses) else None
@@ -402,7 +460,7 @@ def evaluate(benchmark: Benchmark, responses: ResponseSet | Mapping[str, str | S
         responses = ResponseSet.from_mapping(responses)
     if not allow_unknown:
         check_known([benchmark])
-    counts = [len(responses.get(row.prompt)) for row in benchmark.rows]
+    counts = [len(responses.for_row(row, benchmark.name)) for row in benchmark.rows]
     if num_samples is None:
         num_samples = max(1, max(counts, default=0))
     if num_samples < 1:
@@ -443,8 +501,8 @@ def evaluate(benchmark: Benchmark, responses: ResponseSet | Mapping[str, str | S
         "issues": issues,
     }
     if include_rows:
-        report["rows"] = [_row_record(benchmark, row, samples, responses) for row, samples in
-                          zip(benchmark.rows, grid)]
+        report["rows"] = [_row_record(benchmark, row, samples, responses.for_row(row, benchmark.name))
+                          for row, samples in zip(benchmark.rows, grid)]
     return report
 
 
@@ -480,19 +538,19 @@ def _issues(benchmark: Benchmark, grid, counts: Sequence[int], num_samples: int)
     }
 
 
-def _row_record(benchmark: Benchmark, row, samples, responses: ResponseSet) -> dict[str, Any]:
+def _row_record(benchmark: Benchmark, row, samples, responses: Sequence[str]) -> dict[str, Any]:
     record: dict[str, Any] = {
         "key": row.key,
         "prompt": row.prompt,
         "constraints": [{"instruction_id": c.instruction_id, "family": c.family, "category": c.category,
                          "kind": c.kind, "status": c.status, **({"text": c.text} if c.text else {})}
                         for c in row.constraints],
-        "num_responses": len(responses.get(row.prompt)),
+        "num_responses": len(responses),
         "samples": [],
     }
     if row.groups:
         record["groups"] = dict(row.groups)
-    n = len(responses.get(row.prompt))
+    n = len(responses)
     for s, cells in enumerate(samples):
         entry: dict[str, Any] = {"missing": s >= n, "strict": [c.strict for c in cells],
                                  "follow_all_strict": _row_pass(cells, "strict")}
@@ -512,21 +570,30 @@ def _row_record(benchmark: Benchmark, row, samples, responses: ResponseSet) -> d
 # ----------------------------------------------------------------------------------------------- runs
 
 
-def check_responses_fit(benchmarks: Sequence[Benchmark], responses: ResponseSet, num_samples: int | None) -> None:
+def check_responses_fit(benchmarks: Sequence[Benchmark], responses: ResponseSet, num_samples: int | None,
+                        allow_missing: bool = False) -> None:
     """Refuse responses that would give a quietly wrong figure (`score` calls it for each benchmark).
 
     Raises:
         ValueError: no response matches any prompt of a benchmark (the wrong benchmark or responses file: every
-            figure would be 0); or, without ``num_samples``, prompts with different numbers of responses (one
-            duplicated line would make every prompt a 2-sample run and halve the headline).
+            figure would be 0); more prompts without a response than `max_missing` allows (a responses file
+            whose prompts were edited, or of another benchmark), unless ``allow_missing``; or, without
+            ``num_samples``, prompts with different numbers of responses (one duplicated line would make every
+            prompt a 2-sample run and halve the headline).
     """
     files = ", ".join(responses.sources) or "the responses"
     for benchmark in benchmarks:
-        counts = {row.key: len(responses.get(row.prompt)) for row in benchmark.rows}
-        if not any(counts.values()):
+        counts = {row.key: len(responses.for_row(row, benchmark.name)) for row in benchmark.rows}
+        missing = [key for key, n in counts.items() if n == 0]
+        if len(missing) == len(counts):
             raise ValueError(f"no response in {files} matches a prompt of {benchmark.name} ({benchmark.path}, "
-                             f"{len(counts)} prompts); responses are matched by the exact prompt text: is it the "
+                             f"{len(counts)} prompts); responses are matched by key, else by prompt text: is it the "
                              "right benchmark?")
+        if len(missing) > max_missing(len(counts)) and not allow_missing:
+            raise ValueError(f"{len(missing)} of the {len(counts)} prompts of {benchmark.name} have no response in "
+                             f"{files} (e.g. keys {', '.join(missing[:3])}); responses are matched by key, else by "
+                             "prompt text with whitespace collapsed: check that the file answers this benchmark, or "
+                             "pass --allow-missing (Python: allow_missing=True) to count them as failures")
         if num_samples is None:
             by_count: dict[int, list[str]] = {}
             for key, n in counts.items():
@@ -548,7 +615,7 @@ def score(benchmarks: Sequence[Benchmark],
           responses_by_benchmark: Mapping[str, ResponseSet] | None = None, judge: Judge | None = None,
           allow_unknown: bool = False, num_samples: int | None = None, ks: Sequence[int] | None = None,
           run_name: str | None = None, generation: Mapping[str, Any] | None = None,
-          include_rows: bool = True) -> dict[str, Any]:
+          include_rows: bool = True, allow_missing: bool = False) -> dict[str, Any]:
     """Score one run (a set of responses) on several benchmarks: the full report JSON.
 
     Args:
@@ -558,6 +625,8 @@ def score(benchmarks: Sequence[Benchmark],
         judge, allow_unknown, num_samples, ks, include_rows: see `evaluate`.
         run_name: the run's name in the report (and in ``--compare`` tables).
         generation: the generation settings, recorded as they are.
+        allow_missing: score even when more prompts than `max_missing` have no response (see
+            `check_responses_fit`).
 
     Returns:
         ``{"report_version", "run_name", "created", "sentence_backend", "sentence_tokenizer", "sentence_backend_note",
@@ -573,12 +642,12 @@ def score(benchmarks: Sequence[Benchmark],
     shared = responses if isinstance(responses, ResponseSet) else ResponseSet.from_mapping(responses or {})
     per = {b.name: (responses_by_benchmark or {}).get(b.name, shared) for b in benchmarks}
     for benchmark in benchmarks:
-        check_responses_fit([benchmark], per[benchmark.name], num_samples)
+        check_responses_fit([benchmark], per[benchmark.name], num_samples, allow_missing)
     if not allow_unknown:
         check_known(benchmarks)
     results = {b.name: evaluate(b, per[b.name], judge=judge, allow_unknown=allow_unknown, num_samples=num_samples,
                                 ks=ks, include_rows=include_rows) for b in benchmarks}
-    known = {row.prompt for b in benchmarks for row in b.rows}
+    known = {per[b.name].matched_prompt(row, b.name) for b in benchmarks for row in b.rows}
     sets = list({id(s): s for s in per.values()}.values()) or [shared]
     unmatched = list(dict.fromkeys(p for s in sets for p in s.by_prompt if p not in known))
     sources = list(dict.fromkeys(src for s in sets for src in s.sources))
@@ -612,6 +681,8 @@ __all__ = [
     "ResponseSet",
     "check_known",
     "check_responses_fit",
+    "max_missing",
+    "normalize_prompt",
     "ResponsesFormatError",
     "UnknownInstructionError",
     "default_ks",
