@@ -315,7 +315,8 @@ MUTATIONS = {
     "task_whitespace": (lambda r, ws: r.update(task=ws), "field 'task'"),
     "task_not_a_string": (lambda r, ws: r.update(task=7), "field 'task'"),
     "prompt_whitespace": (lambda r, ws: r.update(prompt=ws), "field 'prompt'"),
-    "prompt_not_a_string": (lambda r, ws: r.update(prompt=["x"]), "field 'prompt'"),
+    # a list prompt is read as chat messages (an already-normalized row): the error names the bad message
+    "prompt_not_a_string": (lambda r, ws: r.update(prompt=["x"]), "field 'prompt[0]'"),
     "constraints_empty": (lambda r, ws: r.update(constraints=[]), "field 'constraints'"),
     "constraints_not_a_list": (lambda r, ws: r.update(constraints="no commas"), "field 'constraints'"),
     "constraint_text_whitespace": (lambda r, ws: r["constraints"][0].update(text=ws), "field 'constraints[0].text'"),
