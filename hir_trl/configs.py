@@ -14,7 +14,7 @@ from typing import Any
 from trl import GRPOConfig, ScriptArguments
 
 from .advantages import ESTIMATORS, REPLAY_ADVANTAGES
-from .judge.config import judge_settings_problem
+from .judge.config import extra_kwargs_problem, judge_settings_problem
 from .replay import SCOPES, SELECTIONS
 
 
@@ -87,7 +87,7 @@ class HiRConfig(GRPOConfig):
             (recorded, or vLLM's ``sampling_per_token_logps``), never from an extra pass.
         judge_model, judge_api_base, judge_api_key_env, judge_max_concurrency, judge_timeout, judge_max_retries,
         judge_retry_backoff, judge_temperature, judge_max_tokens, judge_logprobs, judge_failure_policy,
-        judge_cache_dir, rejudge_replays:
+        judge_extra_kwargs, judge_cache_dir, rejudge_replays:
             The LLM judge of soft constraints (paper Appendix "Evaluation Prompt"), see `hir_trl.judge` and each
             field's help. ``judge_api_key_env`` is the NAME of the variable holding the key, never the key.
 
@@ -264,6 +264,14 @@ class HiRConfig(GRPOConfig):
                   "'unsatisfied' records a failed, not-satisfied verdict (counted in judge/failures); 'raise' stops "
                   "training with JudgeError.", "choices": ["unsatisfied", "raise"]},
     )
+    judge_extra_kwargs: dict | str | None = field(
+        default=None,
+        metadata={"help": "Further arguments of litellm.acompletion for every judge request (a mapping in a recipe, "
+                  "JSON on the command line), e.g. to hold a small judge to YES/NO: {\"logit_bias\": {\"<YES id>\": "
+                  "100.0, \"<NO id>\": 100.0}} (token ids of the judge's tokenizer; values are sent as floats) or, for "
+                  "vLLM, {\"extra_body\": {\"guided_choice\": [\"YES\", \"NO\"]}}. Never a key, nor an argument "
+                  "another judge_* field sets."},
+    )
     judge_cache_dir: str | None = field(
         default=None,
         metadata={"help": "Directory of the on-disk judge cache (SQLite; safe to share between processes and runs), "
@@ -329,6 +337,11 @@ class HiRConfig(GRPOConfig):
             api_base=self.judge_api_base, cache_dir=self.judge_cache_dir)
         if problem is None and (not isinstance(self.judge_max_tokens, int) or self.judge_max_tokens < 1):
             problem = f"judge_max_tokens must be an integer >= 1, got {self.judge_max_tokens!r}"
+        if problem is None and isinstance(self.judge_extra_kwargs, str):
+            problem = ("judge_extra_kwargs must be a JSON object (e.g. '{\"logit_bias\": {\"31\": 100.0}}'), got a "
+                       "string that is not one")
+        if problem is None:
+            problem = extra_kwargs_problem(self.judge_extra_kwargs)
         if problem is not None:
             raise ValueError(problem)
 

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..judge import JudgeError
 from ..verifiers.text import SPLITTERS, SentenceTokenizerError, set_sentence_splitter
 from .benchmarks import FORMATS, Benchmark, _slug, load_benchmark
 from .generation import BACKENDS, GenerationSettings, generate_responses
@@ -258,7 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     # BenchmarkFormatError, ResponsesFormatError, UnknownInstructionError, DatasetFormatError and bad settings
     # are ValueErrors whose message names the file, row or field.
-    except (ValueError, OSError, ImportError, SentenceTokenizerError) as exc:
+    except (ValueError, OSError, ImportError, SentenceTokenizerError, JudgeError) as exc:
+        # JudgeError: a judge cache that cannot be read, or every judge request failing with an error no retry fixes
         print(f"hir-trl eval: error: {exc}", file=sys.stderr)
         return 2
 
