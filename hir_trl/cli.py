@@ -174,6 +174,15 @@ def prepare_training(script_args, training_args, model_args):
     return trainer, dataset
 
 
+def close_progress_bar(trainer) -> None:
+    """Close the trainer's progress bar, so that a message printed next starts on a line of its own."""
+    for callback in trainer.callback_handler.callbacks:
+        bar = getattr(callback, "training_bar", None)
+        if bar is not None:
+            bar.close()
+            callback.training_bar = None
+
+
 def run_training(trainer, dataset, script_args, training_args) -> None:
     """Train, save the model, its state and model card, push (``push_to_hub``), and print the run summary.
 
@@ -188,11 +197,7 @@ def run_training(trainer, dataset, script_args, training_args) -> None:
     try:
         trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     except KeyboardInterrupt:
-        for callback in trainer.callback_handler.callbacks:  # close the progress bar before the message
-            bar = getattr(callback, "training_bar", None)
-            if bar is not None:
-                bar.close()
-                callback.training_bar = None
+        close_progress_bar(trainer)
         complete = _complete_checkpoints(training_args.output_dir)
         where = (f"the last complete checkpoint is {complete[-1]}; resume with --resume_from_checkpoint {complete[-1]}"
                  if complete else "no checkpoint was saved yet")
@@ -262,6 +267,7 @@ def run_train(argv: Sequence[str]) -> int:
         except JudgeError as exc:  # judge_failure_policy: raise, or a judge that cannot work: stop, one line
             if debug:
                 raise
+            close_progress_bar(trainer)
             complete = _complete_checkpoints(training_args.output_dir)
             where = f"; the last complete checkpoint is {complete[-1]}" if complete else ""
             print(f"hir-trl train: error: stopped at step {trainer.state.global_step}: {_one_line(exc)}{where}",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import math
 import numbers
 import types
@@ -98,6 +99,8 @@ class HiRConfig(GRPOConfig):
             ``num_replays >= num_generations``, an unknown ``diversity_aggregation`` or ``reward_mode``; a
             ``hub_token`` (it would be saved in ``training_args.bin``) or a credential in a judge field.
     """
+
+    _VALID_DICT_FIELDS = GRPOConfig._VALID_DICT_FIELDS + ["judge_extra_kwargs"]  # JSON on the command line
 
     num_generations: int | None = field(
         default=6,
@@ -306,6 +309,11 @@ class HiRConfig(GRPOConfig):
                 "replays are failed completions picked from its m samples (paper: m = 6, k = 2), so with k >= m the "
                 "group would hold as many hindsight rows as sampled ones, or more. Lower num_replays or raise "
                 "num_generations.")
+        if isinstance(self.judge_extra_kwargs, str) and self.judge_extra_kwargs.startswith("{"):
+            try:  # transformers parses it in super().__post_init__, with an error that names no field
+                json.loads(self.judge_extra_kwargs)
+            except ValueError as exc:
+                raise ValueError(f"judge_extra_kwargs is not valid JSON: {exc}") from None
         super().__post_init__()
         self._validate_judge_fields()
         if self.replay_min_satisfied < 0:
