@@ -20,6 +20,7 @@ marker                      behaviour
 ``FAULT:reset``             the TCP connection is reset (RST) without a response
 ``FAULT:400`` (401, 404,    that HTTP status every time, with an OpenAI-style error body
 429)
+``FAULT:context``           ``400`` saying the prompt is longer than the model's context
 ``FAULT:echo_auth``         ``200`` with content that quotes the request's ``Authorization`` header
 =========================== ==============================================================================
 
@@ -176,6 +177,10 @@ class FakeJudgeServer:
                                                 "invalid_request_error", "code": "invalid_api_key"}}, status=401)
         if kind == "500":
             return web.json_response({"error": {"message": "scripted server error"}}, status=500)
+        if kind == "context":
+            return web.json_response({"error": {"message": "This model's maximum context length is 8 tokens. However, "
+                                                "your messages resulted in 900 tokens.", "type": "invalid_request_error",
+                                                "code": "context_length_exceeded"}}, status=400)
         if kind in ("400", "401", "404", "429"):
             return web.json_response({"error": {"message": f"scripted error {kind}", "type": "invalid_request_error"}},
                                      status=int(kind))

@@ -576,6 +576,10 @@ def test_api_key_never_written_anywhere(tmp_path, tiny_model_path, fresh_server,
 
 # ------------------------------------------------------------------------------------------ errors no retry can fix
 
+#: Per-attempt timeout of the tests that count requests: no fault here hangs, and on a 2-core machine under heavy load
+#: (load average 11) an attempt took up to 12 s, so `TIMEOUT` would add attempts the counts do not expect.
+SLOW_TIMEOUT = 120.0
+
 
 def _asked(server, text):
     """How many requests the server got for the judge prompt whose Criteria Item is ``text``."""
@@ -583,7 +587,7 @@ def _asked(server, text):
 
 
 def test_errors_no_retry_can_fix_are_asked_once(make_judge, fresh_server):
-    judge = make_judge(max_retries=2)
+    judge = make_judge(max_retries=2, timeout=SLOW_TIMEOUT)
     texts = ["plain", "FAULT:400", "FAULT:401", "FAULT:404", "FAULT:429"]
     verdicts = judge([triple(t) for t in texts])
     assert [v.passed for v in verdicts] == [True, False, False, False, False]
@@ -595,7 +599,7 @@ def test_errors_no_retry_can_fix_are_asked_once(make_judge, fresh_server):
 
 @pytest.mark.parametrize("policy", ["unsatisfied", "raise"])
 def test_a_batch_whose_every_request_fails_for_good_stops_whatever_the_policy(make_judge, fresh_server, policy):
-    judge = make_judge(failure_policy=policy, max_retries=2)
+    judge = make_judge(failure_policy=policy, max_retries=2, timeout=SLOW_TIMEOUT)
     prompt = [{"role": "user", "content": "q"}]
     with pytest.raises(JudgeUnavailableError, match="failed on all 2 requests with an error no retry can fix") as info:
         ConstraintReward(judge=judge)([prompt] * 2, ["a", "b"], constraints=[[NO_COMMA, soft("FAULT:401")],
@@ -604,11 +608,15 @@ def test_a_batch_whose_every_request_fails_for_good_stops_whatever_the_policy(ma
     if policy == "unsatisfied":  # what a retry may fix, or a batch with one verdict, stays a recorded failure
         assert [v.passed for v in judge([triple("FAULT:500"), triple("FAULT:500 again")])] == [False, False]
         assert [v.passed for v in judge([triple("plain"), triple("FAULT:401 b")])] == [True, False]
+        # so does a prompt too long for the judge: asked once, about that prompt, not the judge's set-up
+        verdict = judge([triple("FAULT:context")])[0]
+        assert not verdict.passed and "ContextWindowExceeded" in verdict.error
+        assert _asked(fresh_server, "FAULT:context") == 1
 
 
 def test_wrong_key_on_every_request_stops_training(make_judge, monkeypatch):
     with FakeJudgeServer(api_key="the-right-key-0001") as locked:
-        judge = make_judge(api_base=locked.base_url, max_retries=3)  # sends KEY: 401 every time
+        judge = make_judge(api_base=locked.base_url, max_retries=3, timeout=SLOW_TIMEOUT)  # sends KEY: 401 each time
         with pytest.raises(JudgeUnavailableError, match="AuthenticationError") as info:
             judge([triple("plain"), triple("plain", response="other")])
         assert locked.requests == 2 and KEY not in str(info.value)
@@ -618,13 +626,13 @@ def test_wrong_key_on_every_request_stops_training(make_judge, monkeypatch):
 
 def test_an_openai_model_on_a_local_server_needs_no_key(make_judge, fresh_server, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    judge = make_judge(model="openai/test", api_key_env="")
+    judge = make_judge(model="openai/test", api_key_env="", timeout=SLOW_TIMEOUT)
     assert judge([triple("plain")]) == [Verdict(True, None, "judge")]
     assert fresh_server.authorizations == [f"Bearer {NO_KEY}"]  # not "Missing credentials", not retried
 
 
 def test_an_answer_that_echoes_the_key_is_redacted(make_judge, fresh_server, caplog):
-    judge = make_judge()
+    judge = make_judge(timeout=SLOW_TIMEOUT)
     with caplog.at_level(logging.WARNING):
         verdict = judge([triple("FAULT:echo_auth")])[0]
     assert fresh_server.authorizations == [f"Bearer {KEY}"]  # the server did see (and echo) the key
@@ -712,7 +720,7 @@ def _train_cli(tmp_path, model, data, *flags):
                  "--dataset_name", str(data), "--model_name_or_path", str(model), "--output_dir", str(tmp_path / "out"),
                  "--max_steps", "2", "--per_device_train_batch_size", "6", "--max_completion_length", "8",
                  "--soft_constraints", "judge", "--save_strategy", "no", "--log_completions", "false",
-                 "--judge_model", "openai/test", "--judge_timeout", str(TIMEOUT), "--judge_retry_backoff", "0.01",
+                 "--judge_model", "openai/test", "--judge_timeout", str(SLOW_TIMEOUT), "--judge_retry_backoff", "0.01",
                  *flags])
 
 

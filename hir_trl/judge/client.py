@@ -69,8 +69,9 @@ class JudgeError(RuntimeError):
 
 class JudgeUnavailableError(JudgeError):
     """Every request of a batch failed with an error no retry can fix (missing or wrong credentials, a 4xx other than
-    408 and 429, a server without log-probs in log-prob mode): raised whatever ``failure_policy`` says, since every
-    soft constraint of every step would count as unmet."""
+    408, 409 and 429, a server without log-probs in log-prob mode), none of them about its own prompt (too long,
+    refused): raised whatever ``failure_policy`` says, since every soft constraint of every step would count as
+    unmet."""
 
 
 class JudgeCacheError(JudgeError):
@@ -108,6 +109,9 @@ class MissingLogprobs(Exception):
 _PERMANENT_ERRORS = ("AuthenticationError", "BadRequestError", "NotFoundError", "PermissionDeniedError",
                      "UnprocessableEntityError", "ContentPolicyViolationError", "ContextWindowExceededError",
                      "UnsupportedParamsError")
+#: Of those, the ones about one prompt (too long for the judge, refused by its content policy), not about the judge's
+#: set-up: they never make a batch's failure `JudgeUnavailableError`.
+_PROMPT_SPECIFIC_ERRORS = ("ContextWindowExceededError", "ContentPolicyViolationError")
 #: HTTP statuses of a client error that a retry may fix: request timeout, conflict, rate limit.
 _RETRYABLE_4XX = (408, 409, 429)
 
@@ -137,6 +141,7 @@ class _Outcome:
     p_yes: float | None = None
     error: str | None = None
     permanent: bool = False  # the error is one no retry can fix (`is_permanent_error`)
+    prompt_specific: bool = False  # ... and it is this prompt's (too long, refused), not the judge's set-up
 
 
 @dataclass
@@ -384,7 +389,7 @@ class LiteLLMJudge:
             stats.latencies.extend(latencies)
             stats.add("seconds_per_step", time.perf_counter() - started)
 
-        if answered and all(o.error is not None and o.permanent for o in answered.values()):
+        if answered and all(o.error is not None and o.permanent and not o.prompt_specific for o in answered.values()):
             first = next(iter(answered.values())).error
             raise JudgeUnavailableError(
                 f"the judge ({self.model}) failed on all {len(answered)} requests with an error no retry can fix; "
@@ -431,8 +436,10 @@ class LiteLLMJudge:
                     return self._parse(response)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a recorded verdict
             text = str(exc)  # litellm's messages already read "litellm.<Type>: ..."
+            specific = tuple(getattr(self._litellm, name) for name in _PROMPT_SPECIFIC_ERRORS
+                             if hasattr(self._litellm, name))
             return _Outcome(error=self._redact(text if text.startswith("litellm.") else f"{type(exc).__name__}: {text}"),
-                            permanent=is_permanent_error(exc, self._litellm))
+                            permanent=is_permanent_error(exc, self._litellm), prompt_specific=isinstance(exc, specific))
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _request(self, prompt: str) -> Any:
