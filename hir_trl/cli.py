@@ -6,8 +6,9 @@ TRL's `TrlParser` exactly as ``trl grpo`` does (an ``env:`` block in the YAML se
 unknown keys fail; command-line values override the recipe).
 
 A user error (bad data, a bad flag or recipe value, a missing judge key, a missing checkpoint) is printed as one
-line, ``hir-trl train: error: ...``, with exit status 2; ``--debug`` (or ``HIR_TRL_DEBUG=1``) shows the traceback
-instead. Ctrl-C stops training with exit status 130 and names the last complete checkpoint to resume from.
+line, ``hir-trl train: error: ...``, with exit status 2; so is a judge that stops training (`hir_trl.judge.JudgeError`:
+``judge_failure_policy: raise`` firing, or every request of a step failing with an error no retry can fix).
+``--debug`` (or ``HIR_TRL_DEBUG=1``) shows the traceback instead. Ctrl-C stops training with exit status 130 and names the last complete checkpoint to resume from.
 """
 
 from __future__ import annotations
@@ -274,6 +275,15 @@ def prepare_training(script_args, training_args, model_args):
     return trainer, dataset
 
 
+def close_progress_bar(trainer) -> None:
+    """Close the trainer's progress bar, so that a message printed next starts on a line of its own."""
+    for callback in trainer.callback_handler.callbacks:
+        bar = getattr(callback, "training_bar", None)
+        if bar is not None:
+            bar.close()
+            callback.training_bar = None
+
+
 def run_training(trainer, dataset, script_args, training_args) -> None:
     """Train, save the model, its state and model card, push (``push_to_hub``), and print the run summary.
 
@@ -288,11 +298,7 @@ def run_training(trainer, dataset, script_args, training_args) -> None:
     try:
         trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     except KeyboardInterrupt:
-        for callback in trainer.callback_handler.callbacks:  # close the progress bar before the message
-            bar = getattr(callback, "training_bar", None)
-            if bar is not None:
-                bar.close()
-                callback.training_bar = None
+        close_progress_bar(trainer)
         complete = _complete_checkpoints(training_args.output_dir)
         where = (f"the last complete checkpoint is {complete[-1]}; resume with --resume_from_checkpoint {complete[-1]}"
                  if complete else "no checkpoint was saved yet")
@@ -319,13 +325,14 @@ def train(script_args, training_args, model_args) -> None:
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that are the user's to fix, printed as one line: bad flags/recipe values and data (ValueError,
-    including `DatasetFormatError`), files (OSError), a malformed recipe (yaml.YAMLError), a missing judge key, a missing optional package."""
+    including `DatasetFormatError`), files (OSError), a malformed recipe (yaml.YAMLError), a missing judge key, a judge
+    cache that cannot be read (`hir_trl.judge.JudgeCacheError`), a missing optional package."""
     import yaml
 
-    from .judge import MissingJudgeKeyError
+    from .judge import JudgeError, MissingJudgeKeyError
     from .models import MissingDependencyError
 
-    return (ValueError, OSError, yaml.YAMLError, MissingJudgeKeyError, MissingDependencyError)
+    return (ValueError, OSError, yaml.YAMLError, MissingJudgeKeyError, JudgeError, MissingDependencyError)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -353,11 +360,22 @@ def run_train(argv: Sequence[str]) -> int:
         except KeyboardInterrupt:
             print("hir-trl train: interrupted before training started", file=sys.stderr)
             return 130
+        from .judge import JudgeError
+
         try:
             run_training(trainer, dataset, script_args, training_args)
         except TrainingInterrupted as exc:
             print(f"hir-trl train: {exc}", file=sys.stderr)
             return 130
+        except JudgeError as exc:  # judge_failure_policy: raise, or a judge that cannot work: stop, one line
+            if debug:
+                raise
+            close_progress_bar(trainer)
+            complete = _complete_checkpoints(training_args.output_dir)
+            where = f"; the last complete checkpoint is {complete[-1]}" if complete else ""
+            print(f"hir-trl train: error: stopped at step {trainer.state.global_step}: {_one_line(exc)}{where}",
+                  file=sys.stderr)
+            return 2
     return 0
 
 

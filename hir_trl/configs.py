@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import math
 import numbers
 import types
@@ -14,7 +15,7 @@ from typing import Any
 from trl import GRPOConfig, ScriptArguments
 
 from .advantages import ESTIMATORS, REPLAY_ADVANTAGES
-from .judge.config import judge_settings_problem
+from .judge.config import extra_kwargs_problem, judge_settings_problem
 from .replay import SCOPES, SELECTIONS
 
 #: The paper's value of every `HiRConfig` field whose default departs from it (Appendix A; the paper recipes set
@@ -112,7 +113,7 @@ class HiRConfig(GRPOConfig):
             (recorded, or vLLM's ``sampling_per_token_logps``), never from an extra pass.
         judge_model, judge_api_base, judge_api_key_env, judge_max_concurrency, judge_timeout, judge_max_retries,
         judge_retry_backoff, judge_temperature, judge_max_tokens, judge_logprobs, judge_failure_policy,
-        judge_cache_dir, rejudge_replays:
+        judge_extra_kwargs, judge_cache_dir, rejudge_replays:
             The LLM judge of soft constraints (paper Appendix "Evaluation Prompt"), see `hir_trl.judge` and each
             field's help. ``judge_api_key_env`` is the NAME of the variable holding the key, never the key.
 
@@ -133,6 +134,8 @@ class HiRConfig(GRPOConfig):
         default=6,
         metadata={"help": "Completions per device per evaluation step; a multiple of num_generations."},
     )
+    _VALID_DICT_FIELDS = GRPOConfig._VALID_DICT_FIELDS + ["judge_extra_kwargs"]  # JSON on the command line
+
     num_generations: int | None = field(
         default=6,
         metadata={"help": "m: completions sampled per instruction (paper default 6). The generation batch "
@@ -306,6 +309,14 @@ class HiRConfig(GRPOConfig):
                   "'unsatisfied' records a failed, not-satisfied verdict (counted in judge/failures); 'raise' stops "
                   "training with JudgeError.", "choices": ["unsatisfied", "raise"]},
     )
+    judge_extra_kwargs: dict | str | None = field(
+        default=None,
+        metadata={"help": "Further arguments of litellm.acompletion for every judge request (a mapping in a recipe, "
+                  "JSON on the command line), e.g. to hold a small judge to YES/NO: {\"logit_bias\": {\"<YES id>\": "
+                  "100.0, \"<NO id>\": 100.0}} (token ids of the judge's tokenizer; values are sent as floats) or, for "
+                  "vLLM, {\"extra_body\": {\"guided_choice\": [\"YES\", \"NO\"]}}. Never a key, nor an argument "
+                  "another judge_* field sets."},
+    )
     judge_cache_dir: str | None = field(
         default=None,
         metadata={"help": "Directory of the on-disk judge cache (SQLite; safe to share between processes and runs), "
@@ -355,6 +366,12 @@ class HiRConfig(GRPOConfig):
             from transformers.utils import is_torch_bf16_gpu_available, is_torch_xla_available
 
             self.bf16 = is_torch_bf16_gpu_available() or is_torch_xla_available()
+
+        if isinstance(self.judge_extra_kwargs, str) and self.judge_extra_kwargs.startswith("{"):
+            try:  # transformers parses it in super().__post_init__, with an error that names no field
+                json.loads(self.judge_extra_kwargs)
+            except ValueError as exc:
+                raise ValueError(f"judge_extra_kwargs is not valid JSON: {exc}") from None
         super().__post_init__()
         self._validate_judge_fields()
         if self.max_prompt_length is not None and self.max_prompt_length < 1:
@@ -388,6 +405,11 @@ class HiRConfig(GRPOConfig):
             api_base=self.judge_api_base, cache_dir=self.judge_cache_dir)
         if problem is None and (not isinstance(self.judge_max_tokens, int) or self.judge_max_tokens < 1):
             problem = f"judge_max_tokens must be an integer >= 1, got {self.judge_max_tokens!r}"
+        if problem is None and isinstance(self.judge_extra_kwargs, str):
+            problem = ("judge_extra_kwargs must be a JSON object (e.g. '{\"logit_bias\": {\"31\": 100.0}}'), got a "
+                       "string that is not one")
+        if problem is None:
+            problem = extra_kwargs_problem(self.judge_extra_kwargs)
         if problem is not None:
             raise ValueError(problem)
 

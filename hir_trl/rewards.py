@@ -14,6 +14,8 @@ import asyncio
 import inspect
 import json
 import math
+import logging
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +27,8 @@ from .verifiers import Verdict, verify_constraint
 #: ``HiRConfig.reward_mode`` choices: ILA (binary, all constraints met) or CLA (fraction of constraints met).
 REWARD_MODES = ("ila", "cla")
 
+logger = logging.getLogger(__name__)
+
 #: A judge for soft constraints: given (instruction, response, constraint text) triples, one Verdict each.
 Judge = Callable[[Sequence[tuple[str, str, str]]], Sequence[Verdict]]
 
@@ -34,23 +38,30 @@ def judge_batch(judge: Judge | None, triples: Sequence[tuple[str, str, str]]) ->
 
     Used by training (`ConstraintReward`) and evaluation (`hir_trl.evaluation.evaluate`). A judge that cannot give
     the verdicts never crashes the batch: with no judge (None), when it raises, or when it returns a different
-    number of verdicts, every triple gets ``Verdict(False, error=..., source="judge")`` naming the cause.
+    number of verdicts, every triple gets ``Verdict(False, error=..., source="judge")`` naming the cause, and a warning
+    is logged.
 
     Raises:
-        hir_trl.judge.JudgeError: the judge's ``failure_policy`` is ``"raise"`` (the user asked to stop).
+        hir_trl.judge.JudgeError: the judge's ``failure_policy`` is ``"raise"`` (the user asked to stop), or a subclass:
+            every request failed with an error no retry can fix (`hir_trl.judge.JudgeUnavailableError`), or the
+            verdict cache cannot be used (`hir_trl.judge.JudgeCacheError`).
     """
     if judge is None:
         return [Verdict(False, error="RuntimeError: soft constraint but no judge is configured", source="judge")
                 for _ in triples]
     try:
         verdicts = list(judge(triples))
-    except JudgeError:  # failure_policy="raise": the user asked to stop
+    except JudgeError:  # failure_policy="raise", or a judge that cannot work at all: stop
         raise
-    except Exception as exc:  # noqa: BLE001 - a judge failure is a recorded verdict
-        return [Verdict(False, error=f"{type(exc).__name__}: {exc}", source="judge") for _ in triples]
+    except Exception as exc:  # noqa: BLE001 - a judge failure is a recorded verdict, and said
+        error = f"{type(exc).__name__}: {exc}"
+        logger.warning("the judge raised on a batch of %d soft constraints, which count as not satisfied: %s",
+                       len(triples), error)
+        return [Verdict(False, error=error, source="judge") for _ in triples]
     if len(verdicts) != len(triples):
-        return [Verdict(False, error=f"RuntimeError: judge returned {len(verdicts)} verdicts for "
-                        f"{len(triples)} constraints", source="judge") for _ in triples]
+        error = f"RuntimeError: judge returned {len(verdicts)} verdicts for {len(triples)} constraints"
+        logger.warning("%s; every one counts as not satisfied", error)
+        return [Verdict(False, error=error, source="judge") for _ in triples]
     return verdicts
 
 
@@ -99,12 +110,26 @@ class VerdictMatrix:
         """How many verdicts record a checker or judge failure."""
         return sum(v.error is not None for row in self.verdicts for v in row)
 
+    def log_entries(self, constraints: Sequence[Sequence[Mapping[str, Any]]]) -> list[str]:
+        """The completion log's ``verdicts`` column: per row, a JSON list with one entry per constraint, in order.
+
+        Each entry is ``{"constraint": instruction id (text for a soft constraint), "kind": "hard" | "soft",
+        "source": "rule" | "judge", "passed": bool}``, plus ``"error"`` (the checker's or judge's redacted error text)
+        when the verdict is a failure to check, so rule verdicts, judge verdicts and judge errors sit side by side.
+        """
+        return [json.dumps([{"constraint": c.get("instruction_id") or c.get("text"), "kind": c.get("kind"),
+                             "source": v.source, "passed": bool(v.passed), **({"error": v.error} if v.error else {})}
+                            for c, v in zip(items, row)], ensure_ascii=False)
+                for items, row in zip(constraints, self.verdicts)]
+
 
 class ConstraintReward:
     """TRL reward function: verify each completion's constraints once and return ILA (or CLA).
 
     TRL calls it as ``reward(prompts=..., completions=..., completion_ids=..., constraints=..., **columns)``
-    where ``constraints`` is the dataset column of normalized constraints (see `hir_trl.data`).
+    where ``constraints`` is the dataset column of normalized constraints (see `hir_trl.data`). When TRL passes its
+    ``log_extra`` hook, every row's per-constraint verdicts (rule and judge, with any error) go to the completion log's
+    ``verdicts`` column (`VerdictMatrix.log_entries`).
 
     Args:
         judge: called once per batch with the (instruction, response, constraint) triples of all soft
@@ -186,6 +211,9 @@ class ConstraintReward:
             raise ValueError("the dataset has no 'constraints' column; load it with hir_trl.load_hir_dataset")
         matrix = self.verify(prompts, completions, constraints)
         self.last_verdicts = matrix
+        log_extra = kwargs.get("log_extra")  # TRL's hook for completion-log columns (one value per row)
+        if callable(log_extra):
+            log_extra("verdicts", matrix.log_entries(constraints))
         return matrix.rewards(self.reward_mode or "ila")
 
 

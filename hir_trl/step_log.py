@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import torch
 
 from .batch import NewRow
+from .rewards import VerdictMatrix
 
 #: Completion-log columns HiR writes itself.
 LOG_COLUMNS = ("row_id", "hindsight", "supplementary", "kept_constraints")
@@ -115,13 +116,15 @@ class LogRow(NamedTuple):
     supplementary: bool
     kept_constraints: str | None
     reward: float
+    verdicts: str | None = None  # a supplementary sample's ``verdicts`` column entry (`VerdictMatrix.log_entries`)
 
 
 def completion_log_rows(rows: Sequence[NewRow], inputs: Sequence[dict[str, Any]], completions: Sequence[Any],
                         supplement: dict[str, Any] | None, rewards: Sequence[float], num_sampled: int,
                         group_size: int) -> list[LogRow]:
     """Completion-log entries of the new rows except padding. A replay shows q' and the indices of its kept
-    constraints (JSON)."""
+    constraints (JSON); a supplementary sample its per-constraint verdicts (``supplement["verdicts"]``, a
+    `hir_trl.rewards.VerdictMatrix`)."""
     out = []
     for i, row in enumerate(rows):
         if row.kind == "replay":
@@ -129,9 +132,11 @@ def completion_log_rows(rows: Sequence[NewRow], inputs: Sequence[dict[str, Any]]
             out.append(LogRow(row.q_prime, completions[row.source], str(inputs[row.source].get("row_id")), True,
                               False, kept, 1.0))
         elif row.kind == "supplementary":
+            source = inputs[row.group * group_size]
+            verdicts = supplement["verdicts"]
             out.append(LogRow(supplement["prompts"][row.source], supplement["completions"][row.source],
-                              str(inputs[row.group * group_size].get("row_id")), False, True, None,
-                              rewards[num_sampled + i]))
+                              str(source.get("row_id")), False, True, None, rewards[num_sampled + i],
+                              VerdictMatrix([verdicts.verdicts[row.source]]).log_entries([source["constraints"]])[0]))
     return out
 
 

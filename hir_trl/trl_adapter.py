@@ -63,10 +63,11 @@ def one_completion_per_prompt(trainer: Any) -> Iterator[None]:
 @contextmanager
 def discard_records(trainer: Any, rows_per_rank: int) -> Iterator[None]:
     """Undo what one call of `GRPOTrainer._generate_and_score_completions` inside the block adds to the step's
-    metrics (``_metrics["train"]``, except the ``num_tokens`` counter) and to the completion log (``_logs``):
-    ``rows_per_rank`` prompts on every rank, gathered."""
+    metrics (``_metrics["train"]``, except the ``num_tokens`` counter) and to the completion log (``_logs``, its extra
+    columns included): ``rows_per_rank`` prompts on every rank, gathered."""
     metrics = trainer._metrics["train"]
     lengths = {key: len(values) for key, values in metrics.items()}
+    extra = {column: list(values) for column, values in trainer._logs["extra"].items()}  # e.g. ``verdicts``
     yield
     for key, values in metrics.items():
         if key != "num_tokens":
@@ -76,6 +77,12 @@ def discard_records(trainer: Any, rows_per_rank: int) -> Iterator[None]:
     for buffer in [*(logs[name] for name in ROW_BUFFERS), *logs["rewards"].values()]:
         for _ in range(min(added, len(buffer))):
             buffer.pop()
+    for column in list(logs["extra"]):  # TRL flushed the reward's ``log_extra`` columns for these rows too
+        if column in extra:
+            logs["extra"][column].clear()
+            logs["extra"][column].extend(extra[column])
+        else:
+            del logs["extra"][column]
 
 
 def replace_logged_advantages(trainer: Any, advantages: Sequence[float]) -> None:
@@ -88,14 +95,18 @@ def replace_logged_advantages(trainer: Any, advantages: Sequence[float]) -> None
 
 
 def log_completions(trainer: Any, prompts: Sequence[Any], completions: Sequence[Any], rewards: Sequence[float],
-                    advantages: Sequence[float], extra: dict[str, Sequence[Any]]) -> None:
+                    advantages: Sequence[float], extra: dict[str, Sequence[Any]],
+                    new_row_extra: dict[str, Sequence[Any]] | None = None) -> None:
     """Append rows (already gathered over ranks) to the completion log.
 
     Args:
         prompts, completions, rewards, advantages: one value per new row (``rewards`` goes to every reward column).
         extra: HiR's extra columns, each with values for the rows TRL already logged this step, then one per new
-            row; TRL's other extra columns get None for the new rows.
+            row.
+        new_row_extra: columns TRL already filled for its rows (e.g. ``verdicts``), with one value per new row.
+            TRL's other extra columns get None for the new rows.
     """
+    new_row_extra = new_row_extra or {}
     logs = trainer._logs
     logs["prompt"].extend(prompts)
     logs["completion"].extend(completions)
@@ -104,7 +115,7 @@ def log_completions(trainer: Any, prompts: Sequence[Any], completions: Sequence[
     logs["advantages"].extend(advantages)
     for column in list(logs["extra"]):
         if column not in extra:
-            logs["extra"][column].extend([None] * len(prompts))
+            logs["extra"][column].extend(new_row_extra.get(column, [None] * len(prompts)))
     for column, values in extra.items():
         logs["extra"][column].extend(values)
 
@@ -142,7 +153,8 @@ def log_hindsight_rows(trainer: Any, row_ids: Sequence[str], sampled_advantages:
     """The completion log of a HiR step (all lists gathered over ranks): TRL logged the sampled rows before HiR
     changed their advantages, so those are replaced; then the new rows (`hir_trl.step_log.completion_log_rows`
     entries) are appended, and HiR's columns (``row_id``, ``hindsight``, ``supplementary``, ``kept_constraints``)
-    cover both."""
+    cover both; the reward's ``verdicts`` column gets the new rows' entries (None for a replay, whose constraints
+    are the kept ones)."""
     replace_logged_advantages(trainer, sampled_advantages)
     n = len(row_ids)
     log_completions(
@@ -151,4 +163,5 @@ def log_hindsight_rows(trainer: Any, row_ids: Sequence[str], sampled_advantages:
         extra={"row_id": list(row_ids) + [e.row_id for e in entries],
                "hindsight": [False] * n + [e.hindsight for e in entries],
                "supplementary": [False] * n + [e.supplementary for e in entries],
-               "kept_constraints": [None] * n + [e.kept_constraints for e in entries]})
+               "kept_constraints": [None] * n + [e.kept_constraints for e in entries]},
+        new_row_extra={"verdicts": [e.verdicts for e in entries]})

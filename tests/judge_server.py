@@ -18,7 +18,13 @@ marker                      behaviour
 ``FAULT:malformed``         ``200`` with a body that is not JSON
 ``FAULT:empty``             ``200`` with an empty message content
 ``FAULT:reset``             the TCP connection is reset (RST) without a response
+``FAULT:400`` (401, 404,    that HTTP status every time, with an OpenAI-style error body
+429)
+``FAULT:context``           ``400`` saying the prompt is longer than the model's context
+``FAULT:echo_auth``         ``200`` with content that quotes the request's ``Authorization`` header
 =========================== ==============================================================================
+
+With ``api_key`` set, every request whose ``Authorization`` header is not ``Bearer <api_key>`` gets ``401``.
 
 Every request also waits `latency` seconds first (the benchmark's simulated model time). Only loopback is
 bound. The server records the number of requests, per-prompt counts, and the ``Authorization`` headers.
@@ -54,6 +60,7 @@ class FakeJudgeServer:
         latency: seconds every request waits before it is answered.
         slow_seconds: extra seconds a ``FAULT:slow`` request waits.
         hang_seconds: upper bound on how long a ``FAULT:timeout`` request hangs (the test bounds time).
+        api_key: the only key accepted (401 otherwise); None accepts any request.
 
     Attributes:
         requests: total requests received on ``/v1/chat/completions``.
@@ -63,8 +70,10 @@ class FakeJudgeServer:
         max_in_flight: the most requests handled at the same time.
     """
 
-    def __init__(self, latency: float = 0.0, slow_seconds: float = 0.2, hang_seconds: float = 30.0) -> None:
+    def __init__(self, latency: float = 0.0, slow_seconds: float = 0.2, hang_seconds: float = 30.0,
+                 api_key: str | None = None) -> None:
         self.latency, self.slow_seconds, self.hang_seconds = latency, slow_seconds, hang_seconds
+        self.api_key = api_key
         self.requests = 0
         self.prompt_counts: collections.Counter[str] = collections.Counter()
         self.authorizations: list[str] = []
@@ -163,8 +172,18 @@ class FakeJudgeServer:
         if self.latency:
             await asyncio.sleep(self.latency)
 
+        if self.api_key is not None and request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            return web.json_response({"error": {"message": "Incorrect API key provided", "type":
+                                                "invalid_request_error", "code": "invalid_api_key"}}, status=401)
         if kind == "500":
             return web.json_response({"error": {"message": "scripted server error"}}, status=500)
+        if kind == "context":
+            return web.json_response({"error": {"message": "This model's maximum context length is 8 tokens. However, "
+                                                "your messages resulted in 900 tokens.", "type": "invalid_request_error",
+                                                "code": "context_length_exceeded"}}, status=400)
+        if kind in ("400", "401", "404", "429"):
+            return web.json_response({"error": {"message": f"scripted error {kind}", "type": "invalid_request_error"}},
+                                     status=int(kind))
         if kind == "flaky500" and seen <= int(fault.group(2) or 1):
             return web.json_response({"error": {"message": "scripted flaky error"}}, status=500)
         if kind == "timeout":
@@ -181,6 +200,8 @@ class FakeJudgeServer:
 
         answer = _ANSWER.search(criteria)
         content = "" if kind == "empty" else (answer.group(1) if answer else "YES")
+        if kind == "echo_auth":
+            content = f"I received the header {request.headers.get('Authorization', '')}"
         choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
         if body.get("logprobs"):
             lp = _LOGPROBS.search(criteria)

@@ -441,6 +441,12 @@ def test_judge_flags_build_the_litellm_judge(tmp_path, capsys, two_rows, monkeyp
     code, out, _ = run_main(capsys, "score", "-b", bench, "-r", responses, "--judge-model", "openai/judge",
                             "--judge-api-key-env", "", "--judge-api-base", "http://127.0.0.1:9/v1")
     assert code == 0 and "Judge: LiteLLMJudge(openai/judge)" in out  # no soft constraint here: never called
+    not_a_folder = tmp_path / "cache_file"
+    not_a_folder.write_text("x")
+    code, _, err = run_main(capsys, "score", "-b", bench, "-r", responses, "--judge-model", "openai/judge",
+                            "--judge-api-key-env", "", "--judge-api-base", "http://127.0.0.1:9/v1",
+                            "--judge-cache-dir", str(not_a_folder))
+    assert code == 2 and f"judge_cache_dir: cannot open {not_a_folder}" in err and err.count("\n") == 1
 
 
 # --------------------------------------------------------------------------------------------------

@@ -22,7 +22,10 @@ import pytest
 from hir_trl import ConstraintReward, HiRConfig, HiRTrainer, load_hir_dataset
 from hir_trl.judge import (
     JUDGE_PROMPT_TEMPLATE,
+    NO_KEY,
+    JudgeCacheError,
     JudgeError,
+    JudgeUnavailableError,
     LiteLLMJudge,
     VerdictCache,
     build_judge,
@@ -31,6 +34,7 @@ from hir_trl.judge import (
     parse_yes_no,
     verdict_from_logprobs,
 )
+from hir_trl.rewards import judge_batch
 from hir_trl.verifiers import Verdict
 
 from .conftest import REPO_ROOT
@@ -491,6 +495,7 @@ def test_training_step_completes_under_every_fault(tmp_path, tiny_model_path, fr
     args = _args(tmp_path, judge_model="openai/test", judge_api_base=fresh_server.base_url,
                  judge_api_key_env=KEY_ENV, judge_timeout=TIMEOUT, judge_max_retries=1, judge_retry_backoff=0.01)
     judge = build_judge(args)
+    args.log_completions = True
     trainer = HiRTrainer(model=str(tiny_model_path), args=args, train_dataset=dataset,
                          reward_funcs=ConstraintReward(judge=judge))
     try:
@@ -498,6 +503,20 @@ def test_training_step_completes_under_every_fault(tmp_path, tiny_model_path, fr
     finally:
         judge.close()
     assert trainer.state.global_step == 1
+    # the completion log holds every rule verdict, judge verdict and judge error beside each other, row by row
+    import pandas as pd
+
+    table = pd.read_parquet(tmp_path / "out" / "completions" / "completions_00001.parquet")
+    assert len(table) >= 6 and table["verdicts"].notna().sum() == len(table) - table["hindsight"].sum()
+    for _, logged in table[table["verdicts"].notna()].iterrows():
+        entries = json.loads(logged["verdicts"])
+        assert len(entries) == 1 + len(soft_texts)
+        assert entries[0] == {"constraint": "punctuation:no_comma", "kind": "hard", "source": "rule",
+                              "passed": "," not in logged["completion"][-1]["content"]}
+        for text, entry in zip(soft_texts, entries[1:]):
+            assert (entry["constraint"], entry["kind"], entry["source"]) == (text, "soft", "judge")
+            assert ("error" in entry) is (text.split(". ", 1)[1] in FAILING), entry
+            assert KEY not in entry.get("error", "")
     matrix = trainer.constraint_reward.last_verdicts
     assert len(matrix) == 6
     for r in range(6):
@@ -553,3 +572,196 @@ def test_api_key_never_written_anywhere(tmp_path, tiny_model_path, fresh_server,
     assert any(r.name == "LiteLLM" and r.levelno == logging.DEBUG for r in caplog.records)
     assert key not in caplog.text
     assert all(key not in str(v) for v in args.to_dict().values())
+
+
+# ------------------------------------------------------------------------------------------ errors no retry can fix
+
+#: Per-attempt timeout of the tests that count requests: no fault here hangs, and on a 2-core machine under heavy load
+#: (load average 11) an attempt took up to 12 s, so `TIMEOUT` would add attempts the counts do not expect.
+SLOW_TIMEOUT = 120.0
+
+
+def _asked(server, text):
+    """How many requests the server got for the judge prompt whose Criteria Item is ``text``."""
+    return sum(n for prompt, n in server.prompt_counts.items() if f"Criteria Item:\n{text}\n" in prompt)
+
+
+def test_errors_no_retry_can_fix_are_asked_once(make_judge, fresh_server):
+    judge = make_judge(max_retries=2, timeout=SLOW_TIMEOUT)
+    texts = ["plain", "FAULT:400", "FAULT:401", "FAULT:404", "FAULT:429"]
+    verdicts = judge([triple(t) for t in texts])
+    assert [v.passed for v in verdicts] == [True, False, False, False, False]
+    assert verdicts[0].error is None and all("scripted error" in v.error for v in verdicts[1:])
+    assert {t: _asked(fresh_server, t) for t in texts} == {"plain": 1, "FAULT:400": 1, "FAULT:401": 1,
+                                                           "FAULT:404": 1, "FAULT:429": 3}  # 429: rate limit, retried
+    assert judge.pop_metrics()["judge/retries"] == 2
+
+
+@pytest.mark.parametrize("policy", ["unsatisfied", "raise"])
+def test_a_batch_whose_every_request_fails_for_good_stops_whatever_the_policy(make_judge, fresh_server, policy):
+    judge = make_judge(failure_policy=policy, max_retries=2, timeout=SLOW_TIMEOUT)
+    prompt = [{"role": "user", "content": "q"}]
+    with pytest.raises(JudgeUnavailableError, match="failed on all 2 requests with an error no retry can fix") as info:
+        ConstraintReward(judge=judge)([prompt] * 2, ["a", "b"], constraints=[[NO_COMMA, soft("FAULT:401")],
+                                                                            [soft("FAULT:404")]])
+    assert fresh_server.requests == 2 and "scripted error 401" in str(info.value)
+    if policy == "unsatisfied":  # what a retry may fix, or a batch with one verdict, stays a recorded failure
+        assert [v.passed for v in judge([triple("FAULT:500"), triple("FAULT:500 again")])] == [False, False]
+        assert [v.passed for v in judge([triple("plain"), triple("FAULT:401 b")])] == [True, False]
+        # so does a prompt too long for the judge: asked once, about that prompt, not the judge's set-up
+        verdict = judge([triple("FAULT:context")])[0]
+        assert not verdict.passed and "ContextWindowExceeded" in verdict.error
+        assert _asked(fresh_server, "FAULT:context") == 1
+
+
+def test_wrong_key_on_every_request_stops_training(make_judge, monkeypatch):
+    with FakeJudgeServer(api_key="the-right-key-0001") as locked:
+        judge = make_judge(api_base=locked.base_url, max_retries=3, timeout=SLOW_TIMEOUT)  # sends KEY: 401 each time
+        with pytest.raises(JudgeUnavailableError, match="AuthenticationError") as info:
+            judge([triple("plain"), triple("plain", response="other")])
+        assert locked.requests == 2 and KEY not in str(info.value)
+        monkeypatch.setenv(KEY_ENV, "the-right-key-0001")
+        assert judge([triple("plain")])[0].passed
+
+
+def test_an_openai_model_on_a_local_server_needs_no_key(make_judge, fresh_server, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    judge = make_judge(model="openai/test", api_key_env="", timeout=SLOW_TIMEOUT)
+    assert judge([triple("plain")]) == [Verdict(True, None, "judge")]
+    assert fresh_server.authorizations == [f"Bearer {NO_KEY}"]  # not "Missing credentials", not retried
+
+
+def test_an_answer_that_echoes_the_key_is_redacted(make_judge, fresh_server, caplog):
+    judge = make_judge(timeout=SLOW_TIMEOUT)
+    with caplog.at_level(logging.WARNING):
+        verdict = judge([triple("FAULT:echo_auth")])[0]
+    assert fresh_server.authorizations == [f"Bearer {KEY}"]  # the server did see (and echo) the key
+    assert not verdict.passed and verdict.error.startswith("JudgeParseError: answer is neither YES nor NO")
+    assert "***" in verdict.error and KEY not in verdict.error and KEY not in caplog.text
+
+
+def test_judge_batch_warns_when_a_judge_raises(caplog):
+    def broken(triples):
+        raise RuntimeError("boom")
+
+    with caplog.at_level(logging.WARNING, logger="hir_trl.rewards"):
+        verdicts = judge_batch(broken, [("q", "r", "c")] * 2)
+    assert verdicts == [Verdict(False, "RuntimeError: boom", "judge")] * 2
+    assert "boom" in caplog.text and "2 soft constraints" in caplog.text
+
+
+def test_a_judge_cache_that_cannot_be_read_stops_before_any_request(make_judge, fresh_server, tmp_path):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("not a folder")
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    (corrupt / "judge_cache.sqlite3").write_bytes(b"this is not an SQLite database" * 200)
+    for cache_dir in (a_file, corrupt):
+        for policy in ("unsatisfied", "raise"):
+            with pytest.raises(JudgeCacheError, match="judge_cache_dir: cannot") as info:
+                make_judge(cache_dir=cache_dir, failure_policy=policy)
+            assert str(cache_dir) in str(info.value)
+    assert fresh_server.requests == 0
+    judge = make_judge(cache_dir=tmp_path / "fine")
+    assert judge([triple("plain")])[0].passed
+    judge._cache._conn.close()  # the database goes away in the middle of a run
+    with pytest.raises(JudgeCacheError, match="cannot read"):
+        judge([triple("plain", response="new")])
+
+
+def test_password_like_key_variable_names_are_not_echoed(monkeypatch):
+    monkeypatch.delenv("Tr0ub4dor3", raising=False)
+    with pytest.raises(KeyError) as info:
+        LiteLLMJudge("openai/test", api_key_env="Tr0ub4dor3")
+    assert "Tr0ub4dor3" not in str(info.value) and "judge_api_key_env" in str(info.value)
+    monkeypatch.delenv("MY_JUDGE_KEY", raising=False)
+    with pytest.raises(KeyError, match="'MY_JUDGE_KEY' is not set"):  # a variable name is shown
+        LiteLLMJudge("openai/test", api_key_env="MY_JUDGE_KEY")
+
+
+@pytest.mark.parametrize("url", [
+    "https://judge.azurewebsites.net/api/v1?code=abc123",  # Azure Functions' key parameter
+    "https://h/v1?sig=abc", "https://h/v1?X-Amz-Signature=abc", "https://h/v1?X-Amz-Credential=abc",
+    "https://h/v1?subscription-key=abc", "https://h/v1?apiKey=abc", "https://h/v1?client_secret=abc",
+    "https://h/v1?authToken=abc", "https://h/v1?sessionid=abc", "https://h/v1?pwd=abc", "https://h/v1#access_token=abc",
+    "https://h/v1?api-version=2024-02-01&x-functions-key=abc", "https://h/v1?PHPSESSID=abc",
+    "https://h/v1?private_token=abc", "https://h/v1?passphrase=abc"])
+def test_credential_query_parameters_are_refused_by_name(tmp_path, url):
+    with pytest.raises(ValueError, match="judge_api_base must not contain credentials") as info:
+        _args(tmp_path, judge_api_base=url)
+    assert "abc" not in str(info.value).replace("judge_api_base", "")
+
+
+def test_judge_extra_kwargs_from_a_recipe_reach_the_server(make_judge, fresh_server, tmp_path):
+    args = _args(tmp_path, judge_extra_kwargs='{"logit_bias": {"31": 100, "32": 100}, "seed": 0}')
+    assert args.judge_extra_kwargs == {"logit_bias": {"31": 100, "32": 100}, "seed": 0}
+    judge = make_judge(extra_kwargs=args.judge_extra_kwargs)
+    assert judge([triple("plain")])[0].passed
+    body = fresh_server.bodies[-1]
+    assert body["logit_bias"] == {"31": 100.0, "32": 100.0} and isinstance(body["logit_bias"]["31"], float)
+    assert body["seed"] == 0
+    for bad, message in [({"temperature": 1.0}, "from judge_temperature"), ({"max_tokens": 1}, "judge_max_tokens"),
+                         ({"api_key": "x"}, "judge_api_key_env"), ({"extra_headers": {"a": "b"}}, "credentials"),
+                         ({"access_token": "x"}, "credentials"),
+                         ({"extra_body": {"x": KEY_SHAPES["hf_token"]}}, "looks like it contains a credential"),
+                         ("{not json", "not valid JSON"), ("plain", "must be a JSON object")]:
+        with pytest.raises(ValueError, match=message) as info:
+            _args(tmp_path, judge_extra_kwargs=bad)
+        assert KEY_SHAPES["hf_token"] not in str(info.value)
+
+
+# ------------------------------------------------------------------------------------------ hir-trl train: one line
+
+
+def _train_cli(tmp_path, model, data, *flags):
+    from hir_trl.cli import main
+
+    return main(["train", "--config", str(REPO_ROOT / "recipes" / "tiny" / "hir" / "config_cpu.yaml"),
+                 "--dataset_name", str(data), "--model_name_or_path", str(model), "--output_dir", str(tmp_path / "out"),
+                 "--max_steps", "2", "--per_device_train_batch_size", "6", "--max_completion_length", "8",
+                 "--soft_constraints", "judge", "--save_strategy", "no", "--log_completions", "false",
+                 "--judge_model", "openai/test", "--judge_timeout", str(SLOW_TIMEOUT), "--judge_retry_backoff", "0.01",
+                 *flags])
+
+
+def _one_error_line(err):
+    lines = [line for line in err.splitlines() if "hir-trl train: error:" in line]
+    assert len(lines) == 1 and "Traceback" not in err, err[-3000:]
+    return lines[0]
+
+
+@pytest.mark.parametrize("case", ["wrong_key", "policy_raise", "file_cache", "corrupt_cache", "password_env"])
+def test_hir_trl_train_stops_with_one_line_when_the_judge_cannot_work(tmp_path, tiny_model_path, monkeypatch, capsys,
+                                                                      case):
+    monkeypatch.setenv(KEY_ENV, KEY)
+    _write_dataset(tmp_path, ["The note is calm.", "FAULT:500 vivid" if case == "policy_raise" else "Be formal."])
+    broken = tmp_path / "cache"
+    if case == "file_cache":
+        broken.write_text("x")
+    elif case == "corrupt_cache":
+        broken.mkdir()
+        (broken / "judge_cache.sqlite3").write_bytes(b"garbage" * 500)
+    with FakeJudgeServer(api_key="the-right-key-0001" if case == "wrong_key" else None) as srv:
+        flags = {"wrong_key": ["--judge_api_key_env", KEY_ENV],
+                 "policy_raise": ["--judge_api_key_env", KEY_ENV, "--judge_failure_policy", "raise",
+                                  "--judge_max_retries", "0"],
+                 "file_cache": ["--judge_api_key_env", "", "--judge_cache_dir", str(broken)],
+                 "corrupt_cache": ["--judge_api_key_env", "", "--judge_cache_dir", str(broken)],
+                 "password_env": ["--judge_api_key_env", "Tr0ub4dor3"]}[case]
+        code = _train_cli(tmp_path, tiny_model_path, tmp_path / "data.jsonl", "--judge_api_base", srv.base_url,
+                          "--judge_max_retries", "3", *flags)
+        out, err = capsys.readouterr()
+        assert code == 2
+        line = _one_error_line(err)
+        requests = srv.requests
+    assert KEY not in out + err and "Tr0ub4dor3" not in out + err
+    if case == "wrong_key":  # 12 soft constraints (6 completions x 2), each asked once: no retry of a 401
+        assert line.startswith("hir-trl train: error: stopped at step 0: the judge (openai/test) failed on all")
+        assert "no retry can fix" in line and requests <= 12
+    elif case == "policy_raise":
+        assert line.startswith("hir-trl train: error: stopped at step 0: the judge (openai/test) failed on 6 of 12")
+    elif case == "password_env":
+        assert "judge_api_key_env" in line and requests == 0
+    else:  # refused before the first step, naming the path
+        assert f"judge_cache_dir: cannot open {broken}" in line and requests == 0
+        assert not (tmp_path / "out" / "completions").exists()

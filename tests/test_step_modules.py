@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 
@@ -28,8 +29,10 @@ from hir_trl.replay import (
     select_replays,
     select_rewrite,
 )
+from hir_trl.rewards import VerdictMatrix
 from hir_trl.step_log import COUNTS, StepTimer, completion_log_rows, replay_counts, replay_metrics
 from hir_trl.templates import join_instruction
+from hir_trl.verifiers import Verdict
 
 
 def _rows(n_groups, m, n_constraints=3):
@@ -142,6 +145,9 @@ def test_batch_helpers():
     assert sequence_advantages(batch).tolist() == [2.0, 2.0]
 
 
+SOFT = {"text": "Be formal.", "kind": "soft", "instruction_id": None}
+
+
 def test_step_log_counts_metrics_and_log_rows():
     choice = ReplayChoice(1, 0.0, 2.0, 0.5, (True, False), q_prime="q'")
     rows = [NewRow("supplementary", 0, 1), NewRow("replay", 1, 0, choice), NewRow("pad", 0, 0)]
@@ -157,11 +163,16 @@ def test_step_log_counts_metrics_and_log_rows():
     metrics = replay_metrics(counts, 3.0, 2)
     assert metrics["hir/replayed_fraction"] == 0.25 and metrics["hir/rows_per_group"] == 3.0
     assert math.isnan(replay_metrics([0] * 3 + [1] + [0] * 6, 1.0, 2)["hir/replay_integrity_mean"])
-    inputs = [{"row_id": "a"}] * 2 + [{"row_id": "b"}] * 2
-    supplement = {"prompts": ["q_b"], "completions": ["s"]}
+    rule = {"text": "No commas.", "kind": "hard", "instruction_id": "punctuation:no_comma"}
+    inputs = [{"row_id": "a", "constraints": [rule]}] * 2 + [{"row_id": "b", "constraints": [rule, SOFT]}] * 2
+    supplement = {"prompts": ["q_b"], "completions": ["s"], "verdicts": VerdictMatrix(
+        [[Verdict(True), Verdict(False, "litellm.Timeout: judge timed out", "judge")]])}
     entries = completion_log_rows(rows, inputs, ["y0", "y1", "y2", "y3"], supplement, rewards, 4, 2)
-    assert [tuple(e) for e in entries] == [("q_b", "s", "b", False, True, None, 1.0),
-                                           ("q'", "y1", "a", True, False, "[0]", 1.0)]
+    verdicts = json.dumps([{"constraint": "punctuation:no_comma", "kind": "hard", "source": "rule", "passed": True},
+                           {"constraint": "Be formal.", "kind": "soft", "source": "judge", "passed": False,
+                            "error": "litellm.Timeout: judge timed out"}])
+    assert [tuple(e) for e in entries] == [("q_b", "s", "b", False, True, None, 1.0, verdicts),
+                                           ("q'", "y1", "a", True, False, "[0]", 1.0, None)]
     assert entries[1].hindsight and entries[0].supplementary
     timer = StepTimer()
     with timer.timed("total"), timer.timed("selection"):

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..verifiers.registry import import_verifier_modules
+from ..judge import JudgeError
 from ..verifiers.text import SPLITTERS, SentenceTokenizerError, set_sentence_splitter
 from .benchmarks import FORMATS, Benchmark, _slug, load_benchmark
 from .generation import BACKENDS, GenerationSettings, generate_responses
@@ -289,6 +290,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ..cli import _one_line
 
         print(f"hir-trl eval: error: {_one_line(exc)}", file=sys.stderr)
+    except (ValueError, OSError, ImportError, SentenceTokenizerError, JudgeError) as exc:
+        # JudgeError: a judge cache that cannot be read, or every judge request failing with an error no retry fixes
+        print(f"hir-trl eval: error: {exc}", file=sys.stderr)
         return 2
 
 

@@ -15,15 +15,18 @@ How a batch is judged (`LiteLLMJudge.__call__`):
    runs in a daemon thread (`judge_event_loop`, the "equivalent" of TRL's reward loop; the synchronous
    call from TRL's reward function waits for it): at most ``max_concurrency`` requests of a judge are
    in flight, each attempt has a finite ``timeout``, and failed attempts (timeouts,
-   connection errors, 5xx, 429, malformed or empty answers) are retried ``max_retries`` times with
-   exponential backoff and jitter (tenacity). Authentication, bad-request and not-found errors are not
-   retried, nor is an answer that is neither YES nor NO (the same prompt would get it again). The
-   caller's thread waits only for this batch.
+   connection errors, 5xx, 408, 409, 429, malformed or empty answers) are retried ``max_retries`` times with
+   exponential backoff and jitter (tenacity). Errors no retry can fix (`is_permanent_error`: missing or
+   wrong credentials, any other 4xx) are not retried, nor is an answer that is neither YES nor NO (the
+   same prompt would get it again). The caller's thread waits only for this batch.
 3. An answer is parsed strictly (`parse_yes_no`) or, in log-prob mode, decided by P(YES) vs P(NO)
    (`verdict_from_logprobs`). Parsed verdicts are written to the cache; failures never are.
 4. A call that still fails is a failure: with ``failure_policy="unsatisfied"`` (default) its verdict is
    ``Verdict(False, error=..., source="judge")`` and ``judge/failures`` counts it; with ``"raise"`` the
-   batch raises `JudgeError` (after every other call has finished and been cached).
+   batch raises `JudgeError` (after every other call has finished and been cached). Whatever the policy,
+   a batch whose every request failed with an error no retry can fix raises `JudgeUnavailableError`, and
+   a cache that cannot be opened, read or written raises `JudgeCacheError` (checked when the judge is
+   built, so before training starts): either would make every soft constraint count as unmet.
 
 The API key is read from the environment variable named by ``api_key_env`` at each request and is
 never stored on the judge or the config; error texts are redacted (the current key, bearer tokens and
@@ -43,18 +46,24 @@ redaction). Every public name is importable from `hir_trl.judge`.
 from ..data import has_soft_constraints  # re-exported: the dataset inspection lives in hir_trl.data
 from .cache import VerdictCache
 from .client import (
+    NO_KEY,
     EmptyJudgeAnswer,
+    JudgeCacheError,
     JudgeError,
+    JudgeUnavailableError,
     LiteLLMJudge,
     MissingJudgeKeyError,
     MissingLogprobs,
     build_judge,
     import_litellm,
+    is_permanent_error,
 )
 from .config import (
     DEFAULT_JUDGE_API_KEY_ENV,
     DEFAULT_JUDGE_MODEL,
     FAILURE_POLICIES,
+    credential_param,
+    extra_kwargs_problem,
     judge_settings_problem,
     looks_like_credential,
     redact,
@@ -67,16 +76,22 @@ __all__ = [
     "DEFAULT_JUDGE_MODEL",
     "FAILURE_POLICIES",
     "JUDGE_PROMPT_TEMPLATE",
+    "NO_KEY",
     "EmptyJudgeAnswer",
+    "JudgeCacheError",
     "JudgeError",
+    "JudgeUnavailableError",
     "LiteLLMJudge",
     "MissingJudgeKeyError",
     "MissingLogprobs",
     "VerdictCache",
     "build_judge",
+    "credential_param",
+    "extra_kwargs_problem",
     "format_judge_prompt",
     "has_soft_constraints",
     "import_litellm",
+    "is_permanent_error",
     "judge_event_loop",
     "judge_settings_problem",
     "looks_like_credential",

@@ -19,6 +19,9 @@ class VerdictCache:
     processes (torchrun ranks) may read and write it at once. It stores the key (a SHA-256 hex digest),
     the verdict, the raw answer, P(YES) in log-prob mode, the model and a timestamp; never a key or header.
     The directory must be on a local filesystem (SQLite WAL does not work over NFS).
+
+    Raises:
+        OSError: ``cache_dir`` cannot be created (e.g. it is a file); sqlite3.Error: the database file is not one.
     """
 
     def __init__(self, cache_dir: str | os.PathLike | None = None, memory_entries: int = 200_000) -> None:
@@ -34,12 +37,17 @@ class VerdictCache:
             self._conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
             # Switching a database to WAL can fail at once with "database is locked" (no busy wait) while another
             # connection opens it, so processes and threads set it up one at a time.
-            with FileLock(f"{self.path}.lock", timeout=60):
-                self._conn.execute("PRAGMA journal_mode=WAL")
-                self._conn.execute("PRAGMA synchronous=NORMAL")
-                with self._conn:
-                    self._conn.execute("CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, passed INTEGER "
-                                       "NOT NULL, answer TEXT, p_yes REAL, model TEXT, created REAL)")
+            try:
+                with FileLock(f"{self.path}.lock", timeout=60):
+                    self._conn.execute("PRAGMA journal_mode=WAL")
+                    self._conn.execute("PRAGMA synchronous=NORMAL")
+                    with self._conn:
+                        self._conn.execute("CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, passed "
+                                           "INTEGER NOT NULL, answer TEXT, p_yes REAL, model TEXT, created REAL)")
+            except BaseException:  # e.g. a file that is not a SQLite database: do not leave the connection open
+                self._conn.close()
+                self._conn = None
+                raise
 
     def get_many(self, keys: Iterable[str]) -> dict[str, tuple[bool, str | None, float | None]]:
         """The cached ``(passed, answer, p_yes)`` of every key that has one."""

@@ -8,21 +8,32 @@ settings in `hir_trl.judge.config`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
 import math
 import os
+import sqlite3
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from filelock import Timeout
+
 from ..verifiers import Verdict
 from .cache import VerdictCache
-from .config import DEFAULT_JUDGE_API_KEY_ENV, DEFAULT_JUDGE_MODEL, judge_settings_problem, redact
+from .config import (
+    DEFAULT_JUDGE_API_KEY_ENV,
+    DEFAULT_JUDGE_MODEL,
+    env_name_for_message,
+    extra_kwargs_problem,
+    judge_settings_problem,
+    redact,
+)
 from .loop import judge_event_loop
 from .prompt import format_judge_prompt, parse_yes_no, verdict_from_logprobs
 
@@ -30,6 +41,10 @@ if TYPE_CHECKING:
     from ..configs import HiRConfig
 
 logger = logging.getLogger(__name__)
+
+#: The API key sent to an ``api_base`` when ``api_key_env`` is empty (a local server without authentication):
+#: OpenAI's client, which litellm uses for ``openai/...`` models, fails with "Missing credentials" when given none.
+NO_KEY = "no-key"
 
 
 class MissingJudgeKeyError(KeyError):
@@ -40,7 +55,8 @@ class MissingJudgeKeyError(KeyError):
 
 
 class JudgeError(RuntimeError):
-    """The judge could not produce a verdict and ``failure_policy`` is ``"raise"``.
+    """The judge could not produce a verdict and ``failure_policy`` is ``"raise"`` (or a subclass: the judge cannot
+    work at all).
 
     Attributes:
         failures: ``(index, error)`` for every triple of the batch that failed (index into the batch).
@@ -49,6 +65,17 @@ class JudgeError(RuntimeError):
     def __init__(self, message: str, failures: Sequence[tuple[int, str]] = ()) -> None:
         super().__init__(message)
         self.failures = list(failures)
+
+
+class JudgeUnavailableError(JudgeError):
+    """Every request of a batch failed with an error no retry can fix (missing or wrong credentials, a 4xx other than
+    408, 409 and 429, a server without log-probs in log-prob mode), none of them about its own prompt (too long,
+    refused): raised whatever ``failure_policy`` says, since every soft constraint of every step would count as
+    unmet."""
+
+
+class JudgeCacheError(JudgeError):
+    """The on-disk verdict cache (``cache_dir``) cannot be opened, read or written; the message names its path."""
 
 
 
@@ -70,12 +97,6 @@ def import_litellm() -> Any:
     return litellm
 
 
-def _non_retryable(litellm: Any) -> tuple[type[BaseException], ...]:
-    names = ("AuthenticationError", "BadRequestError", "NotFoundError", "PermissionDeniedError",
-             "UnprocessableEntityError")
-    return tuple(getattr(litellm, name) for name in names if hasattr(litellm, name))
-
-
 class EmptyJudgeAnswer(Exception):
     """The judge returned no content (retried: providers do this under load)."""
 
@@ -84,12 +105,43 @@ class MissingLogprobs(Exception):
     """Log-prob mode, but the response carries no log-probs for the first token (not retried)."""
 
 
+#: litellm's exception types that no retry can fix.
+_PERMANENT_ERRORS = ("AuthenticationError", "BadRequestError", "NotFoundError", "PermissionDeniedError",
+                     "UnprocessableEntityError", "ContentPolicyViolationError", "ContextWindowExceededError",
+                     "UnsupportedParamsError")
+#: Of those, the ones about one prompt (too long for the judge, refused by its content policy), not about the judge's
+#: set-up: they never make a batch's failure `JudgeUnavailableError`.
+_PROMPT_SPECIFIC_ERRORS = ("ContextWindowExceededError", "ContentPolicyViolationError")
+#: HTTP statuses of a client error that a retry may fix: request timeout, conflict, rate limit.
+_RETRYABLE_4XX = (408, 409, 429)
+
+
+def is_permanent_error(exc: BaseException, litellm: Any = None) -> bool:
+    """True when no retry of the same request can succeed: one of litellm's authentication, permission, bad-request,
+    not-found or unprocessable errors, any error carrying an HTTP status 400-499 other than 408, 409 and 429, a
+    client that has no API key to send ("Missing credentials"), or `MissingLogprobs`."""
+    if isinstance(exc, MissingLogprobs):
+        return True
+    if litellm is not None:
+        types = tuple(getattr(litellm, name) for name in _PERMANENT_ERRORS if hasattr(litellm, name))
+        rate_limit = getattr(litellm, "RateLimitError", ())
+        if isinstance(exc, types) and not isinstance(exc, rate_limit):
+            return True
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and 400 <= status < 500 and status not in _RETRYABLE_4XX:
+        return True
+    text = str(exc)
+    return "Missing credentials" in text or "api_key client option must be set" in text
+
+
 @dataclass
 class _Outcome:
     passed: bool | None = None
     answer: str | None = None
     p_yes: float | None = None
     error: str | None = None
+    permanent: bool = False  # the error is one no retry can fix (`is_permanent_error`)
+    prompt_specific: bool = False  # ... and it is this prompt's (too long, refused), not the judge's set-up
 
 
 @dataclass
@@ -121,7 +173,8 @@ class LiteLLMJudge:
             ``hosted_vllm/<name>`` for a ``vllm serve`` endpoint).
         api_base: the endpoint, e.g. ``http://host:8000/v1``; None for the provider's default.
         api_key_env: NAME of the environment variable holding the API key, read at each request; None or
-            ``""`` sends no key (a local server without auth).
+            ``""`` for a server without authentication (with ``api_base``, the placeholder `NO_KEY` is sent, since
+            OpenAI's client refuses to send none).
         max_concurrency: most requests of this judge in flight at once.
         timeout: seconds one request attempt may take, passed to litellm (which enforces it); as a safety
             net the attempt is also cancelled after ``max(2 * timeout, timeout + 5)`` seconds.
@@ -138,14 +191,17 @@ class LiteLLMJudge:
         retry_backoff: seconds before the first retry; doubles each retry (plus up to as much jitter),
             capped at ``retry_backoff_max``.
         retry_backoff_max: cap on one backoff wait, in seconds.
-        extra_kwargs: further keyword arguments for ``litellm.acompletion`` (never a key: use
-            ``api_key_env``).
+        extra_kwargs: further keyword arguments for ``litellm.acompletion``, e.g. ``logit_bias`` on the YES/NO
+            tokens or ``extra_body={"guided_choice": ["YES", "NO"]}`` for vLLM, to hold a small judge to the answer
+            format (``logit_bias`` values are sent as floats); never a key (use ``api_key_env``) nor an argument
+            the judge sets itself (`hir_trl.judge.config.extra_kwargs_problem`).
 
     Raises:
         ValueError: a setting out of range, an unknown ``failure_policy``, an ``api_key_env`` that is not
             an environment variable name, or credentials in ``api_base`` or ``extra_kwargs``.
         MissingJudgeKeyError: (a `KeyError`) ``api_key_env`` names a variable that is not set (checked at
             construction).
+        JudgeCacheError: ``cache_dir`` cannot be opened or read (checked at construction).
     """
 
     def __init__(self, model: str = DEFAULT_JUDGE_MODEL, *, api_base: str | None = None,
@@ -160,18 +216,30 @@ class LiteLLMJudge:
                                          api_base=api_base, cache_dir=None if cache_dir is None else str(cache_dir))
         if problem:
             raise ValueError(problem)
-        if extra_kwargs and {"api_key", "headers", "extra_headers"} & set(extra_kwargs):
-            raise ValueError("extra_kwargs must not carry credentials; name the key's variable in api_key_env")
+        problem = extra_kwargs_problem(extra_kwargs)
+        if problem:
+            raise ValueError(problem)
         if api_key_env and api_key_env not in os.environ:
-            raise MissingJudgeKeyError(f"the judge's API key variable {api_key_env!r} is not set; export it, or set "
-                                       "judge_api_key_env to '' for a server without authentication")
+            raise MissingJudgeKeyError(f"the judge's API key variable {env_name_for_message(api_key_env)} is not "
+                                       "set; export it, or set judge_api_key_env to '' for a server without "
+                                       "authentication")
         self.model, self.api_base, self.api_key_env = model, api_base, api_key_env or None
         self.max_concurrency, self.timeout, self.max_retries = max_concurrency, float(timeout), max_retries
         self.temperature, self.failure_policy = float(temperature), failure_policy
         self.logprobs, self.top_logprobs, self.max_tokens = logprobs, top_logprobs, max_tokens
         self.retry_backoff, self.retry_backoff_max = retry_backoff, retry_backoff_max
         self.extra_kwargs = dict(extra_kwargs or {})
+        if isinstance(self.extra_kwargs.get("logit_bias"), Mapping):  # some servers (transformers serve) want floats
+            self.extra_kwargs["logit_bias"] = {str(k): float(v) for k, v in self.extra_kwargs["logit_bias"].items()}
         self.cache_dir = None if cache_dir is None else str(cache_dir)
+        if self.cache_dir is not None:  # a cache that cannot be read must stop the run before its first step
+            with self._cache_errors("open"):
+                probe = VerdictCache(self.cache_dir, memory_entries=1)
+                try:
+                    with self._cache_errors("read"):
+                        probe.get_many(["0" * 64])
+                finally:
+                    probe.close()
         self._stats_lock = threading.Lock()
         self._stats = _Stats()
         self._start_lock = threading.Lock()
@@ -249,14 +317,29 @@ class LiteLLMJudge:
         self._pid = os.getpid()
 
     def _ensure_started(self) -> asyncio.AbstractEventLoop:
-        """Import litellm and open the cache (again after a fork); return the judge event loop."""
+        """Import litellm and open the cache (again after a fork); return the judge event loop.
+
+        Raises:
+            JudgeCacheError: the cache cannot be opened.
+        """
         with self._start_lock:
             if self._pid != os.getpid():  # forked: the parent's database connection is not ours
                 self._reset_runtime()
             if self._cache is None:
                 self._litellm = import_litellm()
-                self._cache = VerdictCache(self.cache_dir)
+                with self._cache_errors("open"):
+                    self._cache = VerdictCache(self.cache_dir)
         return judge_event_loop()
+
+    @contextlib.contextmanager
+    def _cache_errors(self, action: str) -> Iterator[None]:
+        """Turn a failure of the on-disk cache into `JudgeCacheError` naming its path (it would otherwise fail every
+        soft constraint: the verdicts are there, but the batch cannot be judged)."""
+        try:
+            yield
+        except (sqlite3.Error, OSError, Timeout) as exc:
+            path = os.path.join(self.cache_dir, "judge_cache.sqlite3") if self.cache_dir else "the judge cache"
+            raise JudgeCacheError(f"judge_cache_dir: cannot {action} {path}: {type(exc).__name__}: {exc}") from exc
 
     @property
     def _hard_timeout(self) -> float:
@@ -274,12 +357,14 @@ class LiteLLMJudge:
         prompts = [format_judge_prompt(*triple) for triple in triples]
         keys = [self._key(prompt) for prompt in prompts]
         unique = dict(zip(keys, prompts))  # first prompt of each key, in order
-        cached = self._cache.get_many(unique)
+        with self._cache_errors("read"):
+            cached = self._cache.get_many(unique)
         to_ask = {key: prompt for key, prompt in unique.items() if key not in cached}
         future = asyncio.run_coroutine_threadsafe(self._ask_all(to_ask), loop)
         answered, retries, latencies = future.result()
-        self._cache.put_many({k: (o.passed, o.answer, o.p_yes) for k, o in answered.items() if o.error is None},
-                             self.model)
+        with self._cache_errors("write"):
+            self._cache.put_many({k: (o.passed, o.answer, o.p_yes) for k, o in answered.items() if o.error is None},
+                                 self.model)
 
         verdicts, failures = [], []
         for index, key in enumerate(keys):
@@ -304,6 +389,11 @@ class LiteLLMJudge:
             stats.latencies.extend(latencies)
             stats.add("seconds_per_step", time.perf_counter() - started)
 
+        if answered and all(o.error is not None and o.permanent and not o.prompt_specific for o in answered.values()):
+            first = next(iter(answered.values())).error
+            raise JudgeUnavailableError(
+                f"the judge ({self.model}) failed on all {len(answered)} requests with an error no retry can fix; "
+                f"check judge_model, judge_api_base and judge_api_key_env; first error: {first}", failures)
         if failures:
             first = failures[0][1]
             if self.failure_policy == "raise":
@@ -326,12 +416,11 @@ class LiteLLMJudge:
         """One prompt: request with retries, then parse. Never raises (except cancellation)."""
         from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential, wait_random
 
-        non_retryable = _non_retryable(self._litellm)
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.max_retries + 1),
             wait=wait_exponential(multiplier=self.retry_backoff, max=self.retry_backoff_max)
             + wait_random(0, self.retry_backoff),
-            retry=retry_if_exception(lambda exc: not isinstance(exc, (*non_retryable, MissingLogprobs))),
+            retry=retry_if_exception(lambda exc: not is_permanent_error(exc, self._litellm)),
             reraise=True,
         )
         try:
@@ -347,7 +436,10 @@ class LiteLLMJudge:
                     return self._parse(response)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a recorded verdict
             text = str(exc)  # litellm's messages already read "litellm.<Type>: ..."
-            return _Outcome(error=self._redact(text if text.startswith("litellm.") else f"{type(exc).__name__}: {text}"))
+            specific = tuple(getattr(self._litellm, name) for name in _PROMPT_SPECIFIC_ERRORS
+                             if hasattr(self._litellm, name))
+            return _Outcome(error=self._redact(text if text.startswith("litellm.") else f"{type(exc).__name__}: {text}"),
+                            permanent=is_permanent_error(exc, self._litellm), prompt_specific=isinstance(exc, specific))
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _request(self, prompt: str) -> Any:
@@ -364,6 +456,8 @@ class LiteLLMJudge:
             kwargs["api_base"] = self.api_base
         if self.api_key_env:
             kwargs["api_key"] = os.environ.get(self.api_key_env) or None
+        elif self.api_base:  # a server without authentication; OpenAI's client refuses to send no key at all
+            kwargs["api_key"] = NO_KEY
         if self.logprobs:
             kwargs.update(logprobs=True, top_logprobs=self.top_logprobs)
         return await self._litellm.acompletion(**kwargs)
@@ -385,15 +479,16 @@ class LiteLLMJudge:
             top = first.get("top_logprobs") if isinstance(first, Mapping) else getattr(first, "top_logprobs", None)
             decided = verdict_from_logprobs(top or [first])
             if decided is None:
-                return _Outcome(answer=content, error=f"JudgeParseError: neither YES nor NO among the top log-probs "
-                                                      f"(answer {content[:80]!r})")
-            return _Outcome(passed=decided[0], answer=content, p_yes=decided[1])
+                return _Outcome(answer=self._redact(content), error=self._redact(
+                    f"JudgeParseError: neither YES nor NO among the top log-probs (answer {content[:80]!r})"))
+            return _Outcome(passed=decided[0], answer=self._redact(content), p_yes=decided[1])
         if not content.strip():
             raise EmptyJudgeAnswer("the judge returned an empty answer")
         passed = parse_yes_no(content)
-        if passed is None:
-            return _Outcome(answer=content, error=f"JudgeParseError: answer is neither YES nor NO: {content[:200]!r}")
-        return _Outcome(passed=passed, answer=content)
+        if passed is None:  # the answer is the server's text: redacted as every other error (it may echo a header)
+            return _Outcome(answer=self._redact(content),
+                            error=self._redact(f"JudgeParseError: answer is neither YES nor NO: {content[:200]!r}"))
+        return _Outcome(passed=passed, answer=self._redact(content))
 
     def _redact(self, text: str) -> str:
         return redact(text, os.environ.get(self.api_key_env) if self.api_key_env else None)
@@ -407,6 +502,7 @@ def build_judge(args: HiRConfig) -> LiteLLMJudge | None:
 
     Raises:
         MissingJudgeKeyError: (a `KeyError`) ``args.judge_api_key_env`` names an environment variable that is not set.
+        JudgeCacheError: ``args.judge_cache_dir`` cannot be opened or read.
     """
     if not args.judge_model:
         return None
@@ -415,4 +511,4 @@ def build_judge(args: HiRConfig) -> LiteLLMJudge | None:
         max_concurrency=args.judge_max_concurrency, timeout=args.judge_timeout, max_retries=args.judge_max_retries,
         temperature=args.judge_temperature, failure_policy=args.judge_failure_policy,
         cache_dir=args.judge_cache_dir or None, logprobs=args.judge_logprobs, max_tokens=args.judge_max_tokens,
-        retry_backoff=args.judge_retry_backoff)
+        retry_backoff=args.judge_retry_backoff, extra_kwargs=args.judge_extra_kwargs)

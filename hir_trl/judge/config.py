@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 #: The paper's judge (DeepSeek-V3.1, non-thinking) through its provider: DeepSeek's ``deepseek-chat``.
@@ -31,9 +33,37 @@ _CREDENTIAL_SHAPES = re.compile(
     r"|[0-9a-fA-F]{32,}"
     r")(?![A-Za-z0-9])")
 _COMMIT_HASH = re.compile(r"[0-9a-f]{40}")
-#: Parameter names that carry a credential in a URL's query or fragment (``?api_key=...``, ``#token=...``).
-_CREDENTIAL_PARAMS = re.compile(r"(?:api[_-]?key|key|token|access[_-]?token|auth|authorization|secret|password|passwd"
-                                r"|pwd|sig|signature|credential|credentials|session)$", re.I)
+#: Words of a URL parameter's name that mark it as carrying a credential (``?api_key=``, ``?code=`` as Azure
+#: Functions use, ``?sig=`` of an Azure SAS, ``?X-Amz-Signature=``, ``?subscription-key=``, ``#access_token=``, ...).
+#: The name is split into words at separators and case changes (``apiKey`` -> ``api``, ``key``); a word matches
+#: when it holds a stem such as ``secret``/``token``/``passw``, or starts or ends with a short one such as ``key``,
+#: ``auth``, ``sig`` or ``code``: new spellings of the same idea are caught too.
+_CREDENTIAL_WORD = re.compile(
+    r"secret|token(?!s)|passw|passphrase|sessid|session|apikey|credential|signature|cookie|bearer|hmac|privatekey"
+    r"|^(?:key|pass|pwd|auth|sig|sign|code|cred|creds|sid|jwt|otp|sas|pat|private|nonce|ticket)"
+    r"|(?:key|pwd|auth|code|cred|creds|sig|jwt)$")
+_NAME_WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+
+
+def credential_param(name: str) -> bool:
+    """True when a URL parameter named ``name`` would carry a credential, judged by the words of its name (see
+    `_CREDENTIAL_WORD`), not by a fixed list: ``api_key``, ``apiKey``, ``code``, ``sig``, ``X-Amz-Signature``,
+    ``client_secret``, ``subscription-key``, ``sessionid``, ``pwd`` do; ``api-version``, ``model``, ``timeout`` do not."""
+    words = _NAME_WORDS.findall(name.strip())
+    joined = "".join(words).lower()
+    return bool(joined) and any(_CREDENTIAL_WORD.search(w) for w in [*(w.lower() for w in words), joined])
+
+
+_CONVENTIONAL_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+
+
+def env_name_for_message(name: str) -> str:
+    """How a message names the variable ``name`` of ``judge_api_key_env``: quoted when it reads like a variable name
+    (upper case, digits and ``_``, as ``DEEPSEEK_API_KEY``), else a description that does not show it: a mixed-case
+    value such as ``Tr0ub4dor3`` may be a password pasted in by mistake, and messages end up in logs."""
+    if _CONVENTIONAL_ENV_NAME.fullmatch(name) and not looks_like_credential(name):
+        return repr(name)
+    return "named in judge_api_key_env (not shown: it is not an upper-case variable name such as DEEPSEEK_API_KEY)"
 
 
 def redact(text: str, key: str | None = None) -> str:
@@ -83,12 +113,57 @@ def _url_credential(url: str) -> str | None:
     for where, text in (("query", parts.query), ("fragment", parts.fragment)):
         for item in re.split(r"[&;]", text):
             name, _, value = item.partition("=")
-            if value and _CREDENTIAL_PARAMS.search(name.strip()):
+            if value and credential_param(name):
                 return f"the {where} parameter {name.strip()!r}"
             if looks_like_credential(item):
                 return f"the {where}"
     if looks_like_credential(parts.netloc) or looks_like_credential(parts.path):
         return "the host or path"
+    return None
+
+
+#: litellm arguments the judge sets from its own fields: named in an error when ``judge_extra_kwargs`` holds one.
+_JUDGE_OWN_ARGUMENTS = {"model": "judge_model", "messages": None, "temperature": "judge_temperature",
+                        "max_tokens": "judge_max_tokens", "timeout": "judge_timeout", "api_base": "judge_api_base",
+                        "base_url": "judge_api_base", "logprobs": "judge_logprobs", "top_logprobs": None,
+                        "max_retries": "judge_max_retries", "api_key": "judge_api_key_env"}
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield str(key)
+            yield from _strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item)
+
+
+def extra_kwargs_problem(extra: Any) -> str | None:
+    """What is wrong with ``judge_extra_kwargs`` (further arguments of ``litellm.acompletion``), or None.
+
+    It must be a mapping with string keys; no key may be an argument the judge sets from a field of its own
+    (``temperature``: use ``judge_temperature``, ...) or carry a credential (``api_key``, ``headers``,
+    ``extra_headers``, any name such as ``*_token``, `credential_param`), and no value, however deep, may look like
+    one (`looks_like_credential`). The value is never shown.
+    """
+    if extra is None:
+        return None
+    if not isinstance(extra, Mapping) or not all(isinstance(k, str) for k in extra):
+        return f"judge_extra_kwargs must be a mapping of litellm argument names to values, got {type(extra).__name__}"
+    for name in extra:
+        if name in _JUDGE_OWN_ARGUMENTS:
+            field = _JUDGE_OWN_ARGUMENTS[name]
+            return (f"judge_extra_kwargs must not set {name!r}: the judge sets it"
+                    + (f" from {field}" if field else ""))
+        if name in ("headers", "extra_headers") or credential_param(name):
+            return (f"judge_extra_kwargs must not carry credentials (key {name!r}); put the key in an environment "
+                    "variable and give its NAME in judge_api_key_env")
+    if any(looks_like_credential(text) for text in _strings(extra)):
+        return ("judge_extra_kwargs looks like it contains a credential; put the key in an environment variable and "
+                "give its NAME in judge_api_key_env; the value is not shown")
     return None
 
 

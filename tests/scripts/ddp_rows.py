@@ -2,12 +2,19 @@
 hindsight replay added (rows, sources, selections).
 
     torchrun --nproc_per_node N tests/scripts/ddp_rows.py MODEL DATA OUT [--skew] [--scripted]
-             [--per-device-batch 6] [--max-steps 2]
+             [--per-device-batch 6] [--max-steps 2] [--deepspeed CONFIG.json] [--skip-supplementary-on-rank0]
 
 --skew:     rank 1 finds no replay candidate (it needs k supplementary samples per group) while rank 0 must join
             the same generation call with filler prompts.
 --scripted: completions are a deterministic function of (prompt, occurrence in the call, step), whatever the
             batching, so a 1-process and a 2-process run with the same global batch generate the same text.
+--deepspeed: train under DeepSpeed with this config (HiRConfig.deepspeed; on CPU set DS_ACCELERATOR=cpu); each rank
+            records its engine, ZeRO stage and how many parameters are partitioned (ZeRO-3).
+--skip-supplementary-on-rank0: a broken rank, for the negative control: with --skew, rank 0 needs no supplementary
+            sample and skips the supplementary generation (and its collectives) that rank 1 needs.
+
+Each rank writes OUT/rank<R>.json: its records per generation batch, the logged losses and grad norms, and the
+DeepSpeed facts.
 """
 
 import argparse
@@ -47,17 +54,23 @@ def main() -> None:
     parser.add_argument("--scripted", action="store_true")
     parser.add_argument("--per-device-batch", type=int, default=6)
     parser.add_argument("--max-steps", type=int, default=2)
+    parser.add_argument("--deepspeed", default=None)
+    parser.add_argument("--skip-supplementary-on-rank0", action="store_true")
     cli = parser.parse_args()
 
     args = HiRConfig(output_dir=cli.output_dir, per_device_train_batch_size=cli.per_device_batch,
                      gradient_accumulation_steps=2, num_iterations=2, max_steps=cli.max_steps,
                      max_completion_length=12, bf16=False, use_cpu=True, gradient_checkpointing=False,
                      report_to="none", logging_steps=1, save_strategy="no", seed=0, beta=0.04,
-                     replay_truncated_completions=True)  # the random tiny model never emits EOS
+                     replay_truncated_completions=True,  # the random tiny model never emits EOS
+                     deepspeed=cli.deepspeed, ddp_timeout=120)  # a rank out of step fails, never waits 30 minutes
     trainer = HiRTrainer(model=cli.model, args=args, train_dataset=load_hir_dataset(cli.data))
     rank = trainer.accelerator.process_index
     if cli.skew and rank == 1:
         trainer.args.replay_min_satisfied = 100
+    if cli.skip_supplementary_on_rank0 and rank == 0:
+        trainer.args.replay_min_satisfied = 0  # every failed completion is a candidate: no shortfall on rank 0
+        trainer._supplementary_samples = lambda inputs, fill, output: None
     if cli.scripted:
         scripted_generation(trainer)
     tokenizer = trainer.processing_class
@@ -101,9 +114,29 @@ def main() -> None:
 
     trainer._generate_and_score_completions = spy
     trainer.train()
-    Path(cli.output_dir, f"rank{rank}.json").write_text(json.dumps({"records": records,
-                                                                    "world": trainer.accelerator.num_processes}))
+    logged = [entry for entry in trainer.state.log_history if "loss" in entry]
+    Path(cli.output_dir, f"rank{rank}.json").write_text(json.dumps({
+        "records": records, "world": trainer.accelerator.num_processes,
+        "losses": [entry["loss"] for entry in logged], "grad_norms": [entry["grad_norm"] for entry in logged],
+        "deepspeed": deepspeed_facts(trainer)}))
     trainer.end()
+
+
+def deepspeed_facts(trainer):
+    """None without DeepSpeed; else the engine's class and ZeRO stage, and this rank's parameters: how many there
+    are and how many are partitioned (ZeRO-3: the rank holds only its shard, ``ds_tensor``, of the ``ds_numel``
+    elements, and the full tensor is released between forward passes)."""
+    if trainer.is_deepspeed_enabled is False:
+        return None
+    from deepspeed.runtime.zero.partition_parameters import ZeroParamStatus
+
+    engine = trainer.model_wrapped
+    params = list(engine.module.parameters())
+    partitioned = [p for p in params if hasattr(p, "ds_tensor") and p.ds_status == ZeroParamStatus.NOT_AVAILABLE
+                   and p.ds_tensor.numel() < p.ds_numel]
+    return {"engine": type(engine).__name__, "stage": engine.zero_optimization_stage(), "params": len(params),
+            "partitioned": len(partitioned), "accelerator": type(trainer.accelerator.device).__name__,
+            "device": str(trainer.accelerator.device)}
 
 
 if __name__ == "__main__":
