@@ -13,9 +13,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import math
 import logging
-from collections import Counter
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..verifiers.registry import import_verifier_modules
 from ..judge import JudgeError
+from ..verifiers.registry import import_verifier_modules
 from ..verifiers.text import SPLITTERS, SentenceTokenizerError, set_sentence_splitter
 from .benchmarks import FORMATS, Benchmark, _slug, load_benchmark
 from .generation import BACKENDS, GenerationSettings, generate_responses
@@ -286,13 +286,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     # BenchmarkFormatError, ResponsesFormatError, UnknownInstructionError, DatasetFormatError and bad settings
     # are ValueErrors whose message names the file, row or field.
-    except (ValueError, OSError, ImportError, SentenceTokenizerError) as exc:
+    # JudgeError: a judge cache that cannot be read, or every judge request failing with an error no retry fixes.
+    except (ValueError, OSError, ImportError, SentenceTokenizerError, JudgeError) as exc:
         from ..cli import _one_line
 
         print(f"hir-trl eval: error: {_one_line(exc)}", file=sys.stderr)
-    except (ValueError, OSError, ImportError, SentenceTokenizerError, JudgeError) as exc:
-        # JudgeError: a judge cache that cannot be read, or every judge request failing with an error no retry fixes
-        print(f"hir-trl eval: error: {exc}", file=sys.stderr)
         return 2
 
 
