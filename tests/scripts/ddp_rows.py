@@ -2,7 +2,7 @@
 hindsight replay added (rows, sources, selections).
 
     torchrun --nproc_per_node N tests/scripts/ddp_rows.py MODEL DATA OUT [--skew] [--scripted]
-             [--per-device-batch 6] [--max-steps 2]
+             [--per-device-batch 6] [--max-steps 2] [--provision none|predicted|full]
 
 --skew:     rank 1 finds no replay candidate (it needs k supplementary samples per group) while rank 0 must join
             the same generation call with filler prompts.
@@ -47,13 +47,14 @@ def main() -> None:
     parser.add_argument("--scripted", action="store_true")
     parser.add_argument("--per-device-batch", type=int, default=6)
     parser.add_argument("--max-steps", type=int, default=2)
+    parser.add_argument("--provision", default="none")
     cli = parser.parse_args()
 
     args = HiRConfig(output_dir=cli.output_dir, per_device_train_batch_size=cli.per_device_batch,
                      gradient_accumulation_steps=2, num_iterations=2, max_steps=cli.max_steps,
                      max_completion_length=12, bf16=False, use_cpu=True, gradient_checkpointing=False,
                      report_to="none", logging_steps=1, save_strategy="no", seed=0, beta=0.04,
-                     replay_truncated_completions=True)  # the random tiny model never emits EOS
+                     replay_truncated_completions=True, supplementary_provision=cli.provision)  # the random tiny model never emits EOS
     trainer = HiRTrainer(model=cli.model, args=args, train_dataset=load_hir_dataset(cli.data))
     rank = trainer.accelerator.process_index
     if cli.skew and rank == 1:
@@ -61,10 +62,19 @@ def main() -> None:
     if cli.scripted:
         scripted_generation(trainer)
     tokenizer = trainer.processing_class
+    generate_calls = []
+    generate = trainer._generate_single_turn
+
+    def counting(prompt_ids, *args, **kwargs):
+        generate_calls.append(len(prompt_ids))
+        return generate(prompt_ids, *args, **kwargs)
+
+    trainer._generate_single_turn = counting
     records = []
     original = trainer._generate_and_score_completions
 
     def spy(inputs):
+        generate_calls.clear()
         out = original(inputs)
         replay = trainer.last_replay
         B = len(inputs)
@@ -96,6 +106,9 @@ def main() -> None:
             "added": added,
             "fillers": trainer._metrics["train"]["hir/filler_samples"][-1],
             "supplementary": trainer._metrics["train"]["hir/supplementary_samples"][-1],
+            "generate_calls": list(generate_calls),
+            "logged_generate_calls": trainer._metrics["train"]["hir/generate_calls"][-1],
+            "provisioned": trainer._metrics["train"]["hir/provisioned_samples"][-1],
         })
         return out
 
