@@ -5,8 +5,9 @@ machine's load step for step. Both come from the same ``hir-trl train`` recipe (
 
 - ``hir``: the recipe as it is (plus ``--hir KEY=VALUE`` overrides, e.g. ``supplementary_provision=full``);
 - ``grpo``: the same recipe with replay off and the same trained rows per group: ``num_generations = m + k``,
-  ``num_replays = 0``, ``per_device_train_batch_size = B / m * (m + k)``, the recipe's ``reward_mode`` (``cla``:
-  RL-CR; ``ila``: RL-IR), plus ``--grpo KEY=VALUE`` overrides.
+  ``num_replays = 0``, the same groups per generation batch (``per_device_train_batch_size`` scaled by
+  (m + k) / m), the recipe's ``reward_mode`` (``cla``: RL-CR; ``ila``: RL-IR), plus ``--grpo KEY=VALUE``
+  overrides.
 
 Both use the recipe's seed, so TRL's sampler gives them the same prompts in the same order. Each records, per
 optimizer step (`benchmarks.learning.profiling.StepProfiler`): the step's seconds, generation seconds
@@ -76,10 +77,13 @@ def worker(args: argparse.Namespace) -> None:
     script_args, training_args, model_args = parse_train_args(base)
     extra = overrides_to_argv(args.override)
     if args.method == "grpo":
-        m, k = training_args.num_generations, training_args.num_replays
-        groups = training_args.per_device_train_batch_size // m
+        m, k, spg = training_args.num_generations, training_args.num_replays, training_args.steps_per_generation
+        rows = training_args.per_device_train_batch_size * spg // m * (m + k)  # the same groups, m + k rows each
+        if rows % spg:
+            raise SystemExit(f"paired_cost: {rows} GRPO rows per generation batch do not split into "
+                             f"steps_per_generation={spg} micro-batches")
         extra = ["--num_generations", str(m + k), "--num_replays", "0", "--supplementary_provision", "none",
-                 "--per_device_train_batch_size", str(groups * (m + k)), *extra]
+                 "--per_device_train_batch_size", str(rows // spg), *extra]
     script_args, training_args, model_args = parse_train_args(base + extra)
     start = time.perf_counter()
     trainer, _ = prepare_training(script_args, training_args, model_args)
@@ -209,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default="benchmarks/results-smollm2-cpu/paired")
     parser.add_argument("--hir", nargs="*", default=[], help="KEY=VALUE overrides of the HiR run")
-    parser.add_argument("--grpo", nargs="*", default=[], help="KEY=VALUE overrides of both runs' GRPO counterpart")
+    parser.add_argument("--grpo", nargs="*", default=[], help="KEY=VALUE overrides of the GRPO run")
     parser.add_argument("--both", nargs="*", default=[], help="KEY=VALUE overrides of both runs")
     parser.add_argument("--label", default="default")
     parser.add_argument("--summary", help="summary.json whose 'targets' get the paired figures")
