@@ -54,25 +54,76 @@ class NewRow:
         return None if self.choice is None else self.choice.q_prime
 
 
-def plan_new_rows(picked: Sequence[Sequence[ReplayChoice]], fill: Sequence[int], group_size: int,
-                  resample: bool) -> list[NewRow]:
+def plan_new_rows(picked: Sequence[Sequence[ReplayChoice]], supplementary: Sequence[int], padding: Sequence[int],
+                  group_size: int) -> list[NewRow]:
     """The new rows in batch order: all supplementary samples, then all replays, then all padding, group by group.
 
     Args:
         picked: per group, its replay choices (``index`` within the group), from `hir_trl.replay.select_rewrite`.
-        fill: per group, the number of rows it is short of k (`hir_trl.replay.allocate_shortfall`).
+        supplementary: per group, its supplementary samples (the supplement's rows are in this order: group 0's,
+            then group 1's, ...).
+        padding: per group, its zero-weight padding rows (``replay_shortfall="pad"``; a pad copies the group's
+            first row with an empty completion mask).
         group_size: m, sampled rows per group.
-        resample: True to fill the shortfall with supplementary samples (``replay_shortfall="resample"``), False
-            to pad it (``"pad"``; a pad copies the group's first row with an empty completion mask).
     """
     rows: list[NewRow] = []
-    if resample:
-        rows += [NewRow("supplementary", s, g) for s, g in enumerate(g for g, n in enumerate(fill) for _ in range(n))]
+    rows += [NewRow("supplementary", s, g)
+             for s, g in enumerate(g for g, n in enumerate(supplementary) for _ in range(n))]
     for g, choices in enumerate(picked):
         rows += [NewRow("replay", g * group_size + c.index, g, c) for c in choices]
-    if not resample:
-        rows += [NewRow("pad", g * group_size, g) for g, n in enumerate(fill) for _ in range(n)]
+    rows += [NewRow("pad", g * group_size, g) for g, n in enumerate(padding) for _ in range(n)]
     return rows
+
+
+def provisioned_inputs(inputs: Sequence[dict[str, Any]], group_size: int, extra: int) -> list[dict[str, Any]]:
+    """The rows of a first generation call that also draws ``extra`` samples per group
+    (``HiRConfig.supplementary_provision``): each group's ``group_size`` rows, then ``extra`` copies of its first
+    row, so that the call holds whole groups of ``group_size + extra`` identical prompts (as TRL's vLLM path
+    expects)."""
+    out: list[dict[str, Any]] = []
+    for g in range(len(inputs) // group_size):
+        rows = inputs[g * group_size:(g + 1) * group_size]
+        out += [*rows, *(dict(rows[0]) for _ in range(extra))]
+    return out
+
+
+def provisioned_split(groups: int, group_size: int, extra: int) -> tuple[list[int], list[int]]:
+    """``(sampled, provisioned)`` row indices in a call laid out by `provisioned_inputs`: the m sampled rows of
+    every group, in order, and the ``extra`` provisioned rows of every group, group 0's first."""
+    width = group_size + extra
+    sampled = [g * width + j for g in range(groups) for j in range(group_size)]
+    provisioned = [g * width + group_size + j for g in range(groups) for j in range(extra)]
+    return sampled, provisioned
+
+
+def take_rows(batch: dict[str, Any], index: Sequence[int], num_rows: int) -> dict[str, Any]:
+    """The rows ``index`` (in that order) of every per-row value of ``batch``: tensors whose first dimension is
+    ``num_rows``, and lists of that length; other values (``num_items_in_batch``, ...) are left out."""
+    out: dict[str, Any] = {}
+    for key, value in batch.items():
+        if isinstance(value, torch.Tensor) and value.dim() > 0 and value.size(0) == num_rows:
+            out[key] = value[torch.tensor(list(index), dtype=torch.long, device=value.device)]
+        elif isinstance(value, list) and len(value) == num_rows:
+            out[key] = [value[i] for i in index]
+    return out
+
+
+def join_rows(parts: Sequence[dict[str, Any]], *, pad_token_id: int) -> dict[str, Any]:
+    """Rows of several batches one after the other, for the per-row keys all ``parts`` hold: tensors (prompts
+    left-padded, token-level keys right-padded to the widest) and lists."""
+    keys = [key for key in parts[0] if all(key in part for part in parts[1:])]
+    out: dict[str, Any] = {}
+    for key in keys:
+        values = [part[key] for part in parts]
+        if isinstance(values[0], list):
+            out[key] = [item for value in values for item in value]
+        elif key in ("prompt_ids", "prompt_mask"):
+            width = max(v.size(1) for v in values)
+            fill = pad_token_id if key == "prompt_ids" else 0
+            out[key] = torch.cat([torch.nn.functional.pad(v, (width - v.size(1), 0), value=fill) for v in values])
+        else:
+            out[key] = cat_rows(values, pad_token_id if key == "completion_ids" else PAD_VALUES.get(key, 0))
+    return out
 
 
 def group_members(rows: Sequence[NewRow], num_sampled: int, group_size: int, replays_in_group: bool) -> list[list[int]]:

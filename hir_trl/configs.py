@@ -16,7 +16,7 @@ from trl import GRPOConfig, ScriptArguments
 
 from .advantages import ESTIMATORS, REPLAY_ADVANTAGES
 from .judge.config import extra_kwargs_problem, judge_settings_problem
-from .replay import SCOPES, SELECTIONS
+from .replay import PROVISIONS, SCOPES, SELECTIONS
 
 #: The paper's value of every `HiRConfig` field whose default departs from it (Appendix A; the paper recipes set
 #: them). The model card lists each with the run's value (`hir_trl.card.hir_card_section`).
@@ -84,6 +84,17 @@ class HiRConfig(GRPOConfig):
         replay_shortfall (`str`, defaults to `"resample"`):
             ``"resample"``: k - z supplementary samples for a group with z < k candidates (paper §3.2);
             ``"pad"``: zero-weight padding rows.
+        supplementary_provision (`str`, defaults to `"none"`):
+            When the supplementary samples are drawn. ``"none"`` (the paper's order): in a second generation call
+            after the selection, for the groups short of candidates. ``"predicted"``: the first call also draws e
+            extra samples per group, e predicted from recent steps (`hir_trl.replay.provision_count`); a group takes
+            the ones it needs, the rest are dropped, and only a group short of more than e falls back to
+            ``replay_shortfall``. ``"full"``: e = k, never a second call. The samples have the paper's
+            distribution either way (the same policy, under q); the dropped ones cost tokens, a second call costs a
+            decoding round.
+        supplementary_provision_coverage (`float`, defaults to `0.9`):
+            ``"predicted"``: e covers at least this fraction of the groups' shortfalls over the last
+            8 generation batches (all ranks, `hir_trl.replay.PROVISION_WINDOW`).
         replay_scope (`str`, defaults to `"group"`):
             ``"group"`` (paper Algorithm 1) or ``"batch"`` (released code's global top-(k x groups)).
         replay_selection (`str`, defaults to `"curriculum"`):
@@ -186,6 +197,20 @@ class HiRConfig(GRPOConfig):
         metadata={"help": "When a group has z < k replay candidates: 'resample' generates k - z supplementary "
                   "samples under q (paper §3.2); 'pad' adds zero-weight rows instead.",
                   "choices": ["resample", "pad"]},
+    )
+    supplementary_provision: str = field(
+        default="none",
+        metadata={"help": "When supplementary samples are drawn: 'none' = in a second generation call after the "
+                  "selection (paper order); 'predicted' = the first call also draws e extra samples per group, e "
+                  "predicted from recent steps' shortfalls, a group takes what it needs and the rest are dropped "
+                  "(a group short of more than e falls back to replay_shortfall); 'full' = e = num_replays, never a "
+                  "second call. The samples are ordinary samples under q in every case.",
+                  "choices": list(PROVISIONS)},
+    )
+    supplementary_provision_coverage: float = field(
+        default=0.9,
+        metadata={"help": "With supplementary_provision 'predicted': e is the smallest count that covers this "
+                  "fraction of the per-group shortfalls of the last 8 generation batches (all ranks), in (0, 1]."},
     )
     replay_scope: str = field(
         default="group",
@@ -381,6 +406,12 @@ class HiRConfig(GRPOConfig):
         problem = choice_problem(self, HiRConfig)
         if problem is not None:
             raise ValueError(problem)
+        if not 0 < self.supplementary_provision_coverage <= 1:
+            raise ValueError("supplementary_provision_coverage must be in (0, 1], got "
+                             f"{self.supplementary_provision_coverage}")
+        if self.supplementary_provision != "none" and self.num_replays == 0:
+            raise ValueError(f"supplementary_provision={self.supplementary_provision!r} draws supplementary samples "
+                             "for replays, but num_replays is 0: set supplementary_provision: none")
         if not self.replay_weight >= 0:
             raise ValueError(f"replay_weight must be >= 0, got {self.replay_weight}")
         if self.kl_in_reward and (self.beta <= 0 or self.advantage_estimator == "grpo"):

@@ -14,6 +14,8 @@ Read next to the paper's Algorithm 1 (``Select-Rewrite(G, k)``) and Algorithm 2 
 - `select_rewrite`:      the whole of Algorithm 1, Select-Rewrite(G, k): the one path the trainer calls.
 - `allocate_shortfall`:  how many supplementary samples each group needs when it has fewer than k replays
                          (paper §3.2: "we additionally generate k - z supplementary samples").
+- `provision_count`:     how many extra samples per group the first generation call draws so that those
+                         supplementary samples rarely need a second call (``HiRConfig.supplementary_provision``).
 """
 
 from __future__ import annotations
@@ -367,6 +369,51 @@ def allocate_shortfall(replays_per_group: Sequence[int], k: int) -> list[int]:
         out[g] += 1
         budget -= 1
     return out
+
+
+#: ``HiRConfig.supplementary_provision`` choices.
+PROVISIONS = ("none", "predicted", "full")
+#: Generation batches whose per-group shortfalls ``supplementary_provision="predicted"`` looks back on.
+PROVISION_WINDOW = 8
+
+
+def provision_count(history: Sequence[int], k: int, policy: str = "predicted", coverage: float = 0.9) -> int:
+    """Extra samples per group that the first generation call draws beside the m samples (0 to k).
+
+    The supplementary samples of paper §3.2 are ordinary samples under q from the same policy, so drawing them in
+    the first call, before the shortfall is known, changes nothing in their distribution; a group then takes the
+    ones it needs and the rest are dropped. The count trades the tokens of dropped samples against the latency of a
+    second decoding round.
+
+    Args:
+        history: per-group shortfalls (k - z, in [0, k]) of recent generation batches, all ranks.
+        k: replays per group.
+        policy: ``"none"``: 0 (supplementary samples come from a second call, the paper's order);
+            ``"full"``: k (never a second call); ``"predicted"``: the smallest e such that at least ``coverage``
+            of the shortfalls in ``history`` are <= e, and k while ``history`` is empty.
+        coverage: in (0, 1].
+
+    Returns:
+        The count, the same on every rank when ``history`` is.
+
+    Raises:
+        ValueError: an unknown ``policy``, ``coverage`` outside (0, 1] or ``k < 0``.
+    """
+    if policy not in PROVISIONS:
+        raise ValueError(f"unknown supplementary provision {policy!r}; expected one of {PROVISIONS}")
+    if not 0 < coverage <= 1:
+        raise ValueError(f"coverage must be in (0, 1], got {coverage}")
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    if policy == "none" or k == 0:
+        return 0
+    if policy == "full" or not history:
+        return k
+    need = math.ceil(coverage * len(history) - 1e-9)
+    for e in range(k + 1):
+        if sum(1 for f in history if f <= e) >= need:
+            return e
+    return k
 
 
 def save_replay_rng(path: str, rng: random.Random) -> None:

@@ -15,6 +15,7 @@ import logging
 import os
 import random
 import shutil
+from collections import deque
 from typing import Any
 
 import torch
@@ -33,15 +34,27 @@ from .batch import (
     completion_ended,
     diversity_scores,
     extend_batch,
+    join_rows,
     loss_mask,
     plan_new_rows,
+    provisioned_inputs,
+    provisioned_split,
     row_rewards,
     sequence_advantages,
+    take_rows,
 )
 from .card import HIR_PAPER, card_fields, hir_card_section, local_card
 from .configs import HiRConfig, check_batch_layout
 from .data import DatasetFormatError, normalize_dataset
-from .replay import allocate_shortfall, curriculum_lambda, load_replay_rng, save_replay_rng, select_rewrite
+from .replay import (
+    PROVISION_WINDOW,
+    allocate_shortfall,
+    curriculum_lambda,
+    load_replay_rng,
+    provision_count,
+    save_replay_rng,
+    select_rewrite,
+)
 from .rewards import (
     Judge,
     SoftConstraintsWithoutJudgeError,
@@ -160,6 +173,7 @@ class HiRTrainer(GRPOTrainer):
         self._hir_capture: dict[str, Any] | None = None
         self._replay_rng = random.Random(args.seed)
         self._timer = StepTimer()
+        self._shortfalls: deque[list[int]] = deque(maxlen=PROVISION_WINDOW)  # per-group k - z, all ranks
         super().__init__(model=model, reward_funcs=[reward_funcs, *self.extra_reward_funcs], args=args,
                          train_dataset=train_dataset, **kwargs)
         if self.use_vllm and self.vllm_mode == "colocate" and vllm_runs_on_cpu():
@@ -241,7 +255,11 @@ class HiRTrainer(GRPOTrainer):
         verdicts = self.constraint_reward.last_verdicts
         if verdicts is None or len(verdicts) != len(prompts):
             raise RuntimeError("ConstraintReward did not record one verdict row per completion")
-        local = torch.tensor([sum(verdicts.ila()), sum(verdicts.cla()), len(prompts), verdicts.num_errors()],
+        sampled = (self._hir_capture or {}).get("sampled_rows")  # provisioned samples are left out
+        ila, cla = verdicts.ila(), verdicts.cla()
+        if sampled is not None:
+            ila, cla = [ila[i] for i in sampled], [cla[i] for i in sampled]
+        local = torch.tensor([sum(ila), sum(cla), len(ila), verdicts.num_errors()],
                              dtype=torch.float64, device=self.accelerator.device)
         ila, cla, count, errors = self.accelerator.gather(local).view(-1, 4).sum(0).tolist()
         metrics = self._metrics["train" if self.model.training else "eval"]
@@ -341,14 +359,32 @@ class HiRTrainer(GRPOTrainer):
         share = (args.num_replays > 0 and args.diversity_entropy == "exact" and self._no_recording_reason is not None
                  and trl_adapter.trl_computes_old_logps(self))
         self._timer.seconds.clear()
+        inputs, m = list(inputs), self.num_generations
+        extra = provision_count([f for batch in self._shortfalls for f in batch], args.num_replays,
+                                args.supplementary_provision, args.supplementary_provision_coverage)
+        if len(inputs) % m:
+            extra = 0  # not whole groups: `_complete_groups` says so
         self._hir_capture = {"share_old_pass": share}
         try:
-            output = super()._generate_and_score_completions(inputs)
+            if extra:  # the first call also draws `extra` samples per group (``supplementary_provision``)
+                sampled, provisioned_rows = provisioned_split(len(inputs) // m, m, extra)
+                self._hir_capture["sampled_rows"] = sampled
+                with trl_adapter.generation_group_size(self, m + extra), trl_adapter.keep_logged_rows(self) as keep:
+                    output = super()._generate_and_score_completions(provisioned_inputs(inputs, m, extra))
+                    flags = [False] * len(output["completion_ids"])
+                    for i in sampled:
+                        flags[i] = True
+                    keep.extend(gather_object(flags))  # TRL logged every rank's rows; the provisioned ones leave
+            else:
+                output = super()._generate_and_score_completions(inputs)
             capture = self._hir_capture
         finally:
             self._hir_capture = None
+        provisioned = None
+        if extra:
+            output, capture, provisioned = self._split_provisioned(output, capture, sampled, provisioned_rows)
         with self._timer.timed("total"):
-            output = self._complete_groups(list(inputs), output, capture)
+            output = self._complete_groups(inputs, output, capture, provisioned)
         slowest = self.accelerator.gather(torch.tensor(self._timer.values(), dtype=torch.float64,
                                                        device=self.accelerator.device)).view(-1, len(TIMINGS)).max(0)
         for name, value in zip(TIMINGS, slowest.values.tolist()):
@@ -410,8 +446,32 @@ class HiRTrainer(GRPOTrainer):
 
     # ------------------------------------------------------------------ one HiR step (Algorithm 2, lines 4-9)
 
-    def _complete_groups(self, inputs, output, capture) -> dict[str, Any]:
-        """Steps 1-6 of a HiR generation batch on this rank's B sampled rows (see `_generate_and_score_completions`)."""
+    def _split_provisioned(self, output, capture, sampled, provisioned_rows):
+        """Split a first call that also drew provisioned samples (`hir_trl.batch.provisioned_inputs`) into the B
+        sampled rows (``output``, ``capture``) and the provisioned ones: their per-row tensors, ``prompts``,
+        ``completions``, ``verdict_rows`` and ``recorded_logps`` (or None), group 0's first."""
+        n = len(capture["prompts"])
+        rows = {"prompts": capture["prompts"], "completions": capture["completions"],
+                "verdict_rows": capture["verdicts"].verdicts}
+        recorded = capture.get("recorded")
+        if recorded:
+            rows.update({f"recorded_{key}": values for key, values in recorded.items()})
+        if capture.get("entropies") is not None:
+            rows["entropies"] = capture["entropies"]
+        table = {**{key: value for key, value in output.items() if value is not None}, **rows}
+        kept, provisioned = take_rows(table, sampled, n), take_rows(table, provisioned_rows, n)
+        capture = {**capture, "prompts": kept.pop("prompts"), "completions": kept.pop("completions"),
+                   "verdicts": VerdictMatrix(kept.pop("verdict_rows"))}
+        if recorded:
+            capture["recorded"] = {key: kept.pop(f"recorded_{key}") for key in recorded}
+        if "entropies" in kept:
+            capture["entropies"] = kept.pop("entropies")
+        provisioned.pop("entropies", None)
+        return {**output, **kept}, capture, provisioned
+
+    def _complete_groups(self, inputs, output, capture, provisioned=None) -> dict[str, Any]:
+        """Steps 1-6 of a HiR generation batch on this rank's B sampled rows (see `_generate_and_score_completions`);
+        ``provisioned``: the samples the first call drew beside them (`_split_provisioned`), or None."""
         unsupported = MULTIMODAL_KEYS.intersection(output)
         if unsupported:
             raise NotImplementedError(f"HiRTrainer does not support multimodal inputs (got {sorted(unsupported)})")
@@ -452,15 +512,27 @@ class HiRTrainer(GRPOTrainer):
                     rng=self._replay_rng, eligible=eligible)
                 fill = allocate_shortfall([len(p) for p in picked], k)
 
-        # 3. Supplementary samples under q for groups short of candidates (every rank joins the call).
+        # 3. Supplementary samples under q for groups short of candidates: the provisioned ones first, then a second
+        #    generation call (every rank joins it) or padding for what they do not cover (``replay_shortfall``).
+        extra = 0 if provisioned is None else len(provisioned["prompts"]) // (B // m)
+        taken = [min(f, extra) for f in fill]
+        rest = [f - t for f, t in zip(fill, taken)]
         resample = args.replay_shortfall == "resample" and k > 0
-        supplement = None
+        second = None
         if resample:
             with self._timer.timed("supplementary"):
-                supplement = self._supplementary_samples(inputs, fill, output)
+                second = self._supplementary_samples(inputs, rest, output)
+        if k > 0 and args.supplementary_provision == "predicted":
+            self._shortfalls.append(self.accelerator.gather(
+                torch.tensor(fill, dtype=torch.long, device=self.accelerator.device)).tolist())
+        supplement = self._supplement(provisioned, taken, second, rest if resample else [0] * len(rest), output)
+        self._metrics["train"]["hir/generate_calls"].append(1 + (second is not None))
+        self._metrics["train"]["hir/provisioned_samples"].append(
+            float(self.accelerator.gather(torch.tensor([0 if provisioned is None else len(provisioned["prompts"])],
+                                                       device=self.accelerator.device)).sum().item()))
 
         # 4. The extended batch: the sampled rows, then supplementary samples, replays (q', y) and padding.
-        rows = plan_new_rows(picked, fill, m, resample)
+        rows = plan_new_rows(picked, fill if resample else taken, [0] * len(rest) if resample else rest, m)
         with self._timer.timed("assembly"):
             q_primes = [row.q_prime for row in rows if row.kind == "replay"]
             extended = extend_batch(
@@ -482,7 +554,8 @@ class HiRTrainer(GRPOTrainer):
         extended["num_items_in_batch"] = self.accelerator.gather(loss_mask(extended).sum()).sum()
 
         # 6. Metrics, the completion log and `last_replay`.
-        self._log_step(inputs, extended, rows, supplement, completions, lam, rewards, B)
+        self._log_step(inputs, extended, rows, supplement, completions, lam, rewards, B,
+                       0 if provisioned is None else int(provisioned["completion_mask"].sum().item()))
         return extended
 
     def _row_rewards(self, inputs, output, capture, rows: list[NewRow], supplement) -> list[float]:
@@ -597,11 +670,7 @@ class HiRTrainer(GRPOTrainer):
             self._hir_capture = None
         generated = int(self.accelerator.gather(out["completion_mask"].sum()).sum().item())
         if "old_per_token_logps" in output and "old_per_token_logps" not in out:
-            old = sampling_logps(out, capture.get("recorded"))  # the same source as the originals' (step 1)
-            if old is None:
-                old, _ = self._policy_pass(self.model, out["prompt_ids"], out["prompt_mask"], out["completion_ids"],
-                                           out["completion_mask"], timer="extra_pass")
-            out["old_per_token_logps"] = old
+            out["old_per_token_logps"] = self._sampled_old_logps(out, capture.get("recorded"))
         kept = {key: value[:need] for key, value in out.items()
                 if isinstance(value, torch.Tensor) and value.dim() > 0 and value.size(0) == len(extra)}
         kept.update(prompts=capture["prompts"][:need], completions=capture["completions"][:need],
@@ -610,12 +679,60 @@ class HiRTrainer(GRPOTrainer):
                     fillers=most - need, generated_tokens=generated)
         return kept
 
-    def _log_step(self, inputs, extended, rows: list[NewRow], supplement, completions, lam, rewards, B) -> None:
-        """Step 6: the ``hir/*`` metrics (summed over ranks), the completion log's new rows and `last_replay`."""
+    def _supplement(self, provisioned, taken, second, rest, output):
+        """The supplementary samples of the step, group by group: per group g, ``taken[g]`` provisioned samples, then
+        ``rest[g]`` from the second call (`_supplementary_samples`, whose rows are in that order).
+
+        Returns:
+            None when there are none and no second call ran; else the dict `_supplementary_samples` returns (per-row
+            tensors, ``prompts``, ``completions``, ``verdicts``, ``fillers``, ``generated_tokens``), over both.
+        """
+        parts = []
+        if provisioned is not None and sum(taken):
+            extra = len(provisioned["prompts"]) // len(taken)
+            index = [g * extra + j for g, n in enumerate(taken) for j in range(n)]
+            pool = take_rows(provisioned, index, len(provisioned["prompts"]))
+            recorded = {"logps": pool.pop("recorded_logps")} if "recorded_logps" in pool else None
+            pool.pop("recorded_entropies", None)
+            if "old_per_token_logps" in output and "old_per_token_logps" not in pool:
+                pool["old_per_token_logps"] = self._sampled_old_logps(pool, recorded)
+            parts.append(pool)
+        if second is not None:
+            parts.append({**{key: value for key, value in second.items()
+                             if key not in ("verdicts", "fillers", "generated_tokens")},
+                          "verdict_rows": second["verdicts"].verdicts})
+        if not parts:
+            return None
+        if len(parts) == 1 and second is None:
+            joined = parts[0]
+        else:
+            joined = join_rows(parts, pad_token_id=self._tokenizer.pad_token_id)
+        offset, later, order = 0, sum(taken), []
+        for t, r in zip(taken, rest):
+            order += list(range(offset, offset + t)) + list(range(later, later + r))
+            offset, later = offset + t, later + r
+        out = take_rows(joined, order, len(joined["prompts"]))
+        out["verdicts"] = VerdictMatrix(out.pop("verdict_rows"))
+        out.update(fillers=second["fillers"] if second is not None else 0,
+                   generated_tokens=second["generated_tokens"] if second is not None else 0)
+        return out
+
+    def _sampled_old_logps(self, batch, recorded):
+        """(N, T) old log-probs of sampled rows: recorded while sampling (or vLLM's), else a no-grad pass."""
+        old = sampling_logps(batch, recorded)  # the same source as the originals' (step 1)
+        if old is None:
+            old, _ = self._policy_pass(self.model, batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"],
+                                       batch["completion_mask"], timer="extra_pass")
+        return old
+
+    def _log_step(self, inputs, extended, rows: list[NewRow], supplement, completions, lam, rewards, B,
+                  provisioned_tokens: int = 0) -> None:
+        """Step 6: the ``hir/*`` metrics (summed over ranks), the completion log's new rows and `last_replay`.
+        ``provisioned_tokens``: completion tokens of this rank's provisioned samples, used or dropped."""
         m, device = self.num_generations, self.accelerator.device
         local = replay_counts(rows, rewards, B, m, self.args.num_replays,
                               fillers=supplement["fillers"] if supplement is not None else 0,
-                              generated_tokens=int(extended["completion_mask"][:B].sum().item()))
+                              generated_tokens=int(extended["completion_mask"][:B].sum().item()) + provisioned_tokens)
         counts = self.accelerator.gather(torch.tensor(local, dtype=torch.float64, device=device))
         counts = counts.view(-1, len(local)).sum(0).tolist()
         if supplement is not None:  # already summed over ranks, fillers included

@@ -49,15 +49,50 @@ def resize_completion_log(trainer: Any, size: int) -> None:
 
 
 @contextmanager
-def one_completion_per_prompt(trainer: Any) -> Iterator[None]:
-    """Within the block, `GRPOTrainer._generate_and_score_completions` samples one completion per prompt (and
-    computes its advantages over groups of 1): TRL reads ``trainer.num_generations`` there."""
+def generation_group_size(trainer: Any, size: int) -> Iterator[None]:
+    """Within the block, `GRPOTrainer._generate_and_score_completions` treats every ``size`` consecutive prompts as
+    one group: TRL reads ``trainer.num_generations`` there (its advantages and reward statistics, and its vLLM path,
+    which samples ``size`` completions for each group's prompt)."""
     saved = trainer.num_generations
-    trainer.num_generations = 1
+    trainer.num_generations = size
     try:
         yield
     finally:
         trainer.num_generations = saved
+
+
+def one_completion_per_prompt(trainer: Any):
+    """Within the block, `GRPOTrainer._generate_and_score_completions` samples one completion per prompt (and
+    computes its advantages over groups of 1): `generation_group_size` 1."""
+    return generation_group_size(trainer, 1)
+
+
+@contextmanager
+def keep_logged_rows(trainer: Any) -> Iterator[list[bool]]:
+    """Within the block, the completion log (``GRPOTrainer._logs``) fills fresh buffers; on exit, only the rows whose
+    flag the block appended to the yielded list (one per row logged, gathered over ranks, in TRL's order) join the
+    real log. A buffer of another length (e.g. ``images``, empty for text) joins whole; on an exception nothing
+    joins."""
+    saved = trainer._logs
+    trainer._logs = {"images": deque(), "prompt": deque(), "completion": deque(), "rewards": defaultdict(deque),
+                     "advantages": deque(), "extra": defaultdict(deque)}
+    keep: list[bool] = []
+    fresh = trainer._logs
+    try:
+        yield keep
+    except BaseException:
+        trainer._logs = saved
+        raise
+    trainer._logs = saved
+
+    def kept(values: deque) -> list[Any]:
+        return [v for v, k in zip(values, keep) if k] if len(values) == len(keep) else list(values)
+
+    for name in ("images", *ROW_BUFFERS):
+        saved[name].extend(kept(fresh[name]))
+    for part in ("rewards", "extra"):
+        for column, values in fresh[part].items():
+            saved[part][column].extend(kept(values))
 
 
 @contextmanager

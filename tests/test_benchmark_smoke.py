@@ -75,3 +75,36 @@ def test_toy_benchmark_end_to_end(tmp_path):
     for name in names:
         assert (tmp_path / "results" / name).is_file(), name
     assert "tokens_early" in summary["targets"]
+
+
+def test_paired_cost_summary_and_targets(tmp_path):
+    """`benchmarks.paired_cost`: per-step means, HiR / GRPO ratios, the targets met, and where they are written."""
+    from benchmarks.paired_cost import overrides_to_argv, paired_summary, write_targets
+
+    def run(steps, rss):
+        keys = ("step_seconds", "generation", "hir_seconds", "optimizer", "generated_tokens", "generate_calls")
+        return {"process_peak_rss_mb": rss, "overrides": [], "config": {},
+                "steps": [dict(zip(keys, values)) for values in steps]}
+
+    hir = run([(40.0, 20.0, 8.0, 15.0, 800, 2), (30.0, 10.0, 1.0, 15.0, 700, 1)], 5000.0)
+    grpo = run([(38.0, 16.0, 0.0, 18.0, 1000, 1), (34.0, 14.0, 0.0, 18.0, 1000, 1)], 5000.0)
+    paired = paired_summary(hir, grpo)
+    assert paired["step_time_paired"] == {"hir": 35.0, "grpo": 36.0, "ratio": 35.0 / 36.0, "met": True}
+    assert paired["generation_seconds_paired"] == {"hir": 15.0, "grpo": 15.0, "ratio": 1.0, "met": True}
+    assert paired["tokens_paired"] == {"hir": 750.0, "grpo": 1000.0, "ratio": 0.75, "met": True}
+    assert paired["generate_calls_paired"]["hir"] == 1.5 and paired["hir_seconds_per_step"] == 4.5
+    assert paired["peak_rss_mb"] == {"hir": 5000.0, "grpo": 5000.0, "ratio": 1.0, "met": True}
+    assert not paired_summary(run([(1, 1, 0, 1, 1, 1)], 7000.0), run([(1, 1, 0, 1, 1, 1)], 7000.0))["peak_rss_mb"]["met"]
+
+    summary = tmp_path / "summary.json"
+    summary.write_text(json.dumps({"targets": {"tokens_all": {"ratio": 0.9}}, "costs": {}}))
+    record = {"paired": paired, "recipe": "r.yaml", "threads": 1, "label": "default", "hir": hir, "grpo": grpo}
+    write_targets(str(summary), record)
+    write_targets(str(summary), {**record, "label": "provision-full"})
+    written = json.loads(summary.read_text())
+    assert written["targets"]["tokens_all"] == {"ratio": 0.9} and written["costs"] == {}  # the rest is kept
+    assert written["targets"]["step_time_paired"]["ratio"] == 35.0 / 36.0
+    assert written["targets"]["paired_variants"]["provision-full"]["tokens_paired"]["ratio"] == 0.75
+    assert overrides_to_argv(["a=1", "b=x=y"]) == ["--a", "1", "--b", "x=y"]
+    with pytest.raises(SystemExit):
+        overrides_to_argv(["novalue"])

@@ -251,3 +251,8 @@ def test_paper_recipes_use_appendix_a_hyperparameters(model):
     assert (rl_ir.num_replays, rl_ir.reward_mode) == (0, "ila")
     assert (rl_cr.num_replays, rl_cr.reward_mode) == (0, "cla")
     assert (random_replay.num_replays, random_replay.replay_selection) == (2, "random")
+    for variant in ("hir", "random_replay"):  # supplementary samples in a second call, after the selection (§3.2)
+        args = parsed[variant][1]
+        assert (args.replay_shortfall, args.supplementary_provision) == ("resample", "none")
+        text = (REPO_ROOT / "recipes" / model / variant / "config_paper.yaml").read_text()
+        assert "\nsupplementary_provision: none" in text  # set explicitly, whatever HiRConfig's default

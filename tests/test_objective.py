@@ -106,6 +106,93 @@ def test_resample_fills_every_group_with_real_samples(tmp_path, tiny_model_path,
     assert logged["hir/generated_tokens"] == out["completion_mask"].sum().item()
 
 
+def spy_generate_calls(trainer):
+    """The completions (token lists) each `_generate_single_turn` call returned, one list per call."""
+    returned = []
+    original_generate = trainer._generate_single_turn
+
+    def recording(prompt_ids, *args, **kwargs):
+        completion_ids, logprobs = original_generate(prompt_ids, *args, **kwargs)
+        returned.append([list(ids) for ids in completion_ids])
+        return completion_ids, logprobs
+
+    trainer._generate_single_turn = recording
+    return returned
+
+
+def completion_tokens(out, row):
+    return out["completion_ids"][row][out["completion_mask"][row].bool()].tolist()
+
+
+def test_provisioned_supplementary_samples_need_one_generate_call(tmp_path, tiny_model_path, sample_dataset):
+    """supplementary_provision='full': the first call draws m + k samples per group; with no candidates every group
+    takes its k supplementary samples from them, and no second generate call runs."""
+    trainer = HiRTrainer(model=str(tiny_model_path),
+                         args=make_args(tmp_path, replay_min_satisfied=100, supplementary_provision="full",
+                                        log_completions=True, num_completions_to_print=0),
+                         train_dataset=sample_dataset)
+    returned = spy_generate_calls(trainer)
+    calls = spy_generation(trainer)
+    trainer.train()
+    inputs, out, replay = calls[0]
+    B, G = len(inputs), len(inputs) // M
+    assert [len(call) for call in returned] == [B + G * K]  # one decoding round, m + k samples per group
+    drawn = returned[0]
+    assert replay.kinds == ["supplementary"] * (G * K)
+    assert [replay.groups.count(g) for g in range(G)] == [K] * G
+    for g in range(G):
+        for j in range(M):  # the sampled rows are each group's first m samples of the call
+            assert completion_tokens(out, g * M + j) == drawn[g * (M + K) + j]
+    for i, g in enumerate(replay.groups):
+        row = B + i
+        # a supplementary row is one of its group's provisioned samples, under the group's q, with its own reward
+        assert completion_tokens(out, row) == drawn[g * (M + K) + M + replay.groups[:i].count(g)]
+        q = out["prompt_ids"][g * M][out["prompt_mask"][g * M].bool()]
+        assert torch.equal(out["prompt_ids"][row][out["prompt_mask"][row].bool()], q)
+        assert replay.rewards[row] == replay.supplementary_verdicts.cla()[replay.sources[i]]
+    assert_group_advantages(out, replay, B, M)
+    logged = trainer.state.log_history[0]
+    assert logged["hir/generate_calls"] == 1 and logged["hir/provisioned_samples"] == G * K
+    assert logged["hir/supplementary_samples"] == G * K and logged["hir/rows_per_group"] == M + K
+    assert logged["hir/generated_tokens"] == out["completion_mask"].sum().item()  # every provisioned sample used
+    # the completion log: the B sampled rows once (TRL's rows of the provisioned samples left), then HiR's rows
+    assert len(trainer._logs["prompt"]) == B + G * K
+    assert list(trainer._logs["extra"]["supplementary"]) == [False] * B + [True] * (G * K)
+    assert list(trainer._logs["extra"]["row_id"])[:B] == [str(x["row_id"]) for x in inputs]
+
+
+@pytest.mark.parametrize("shortfall", ["resample", "pad"])
+def test_predicted_provision_falls_back_to_replay_shortfall(tmp_path, tiny_model_path, sample_dataset, shortfall):
+    """A prediction of 1 extra sample per group (history of shortfalls 1) against an actual shortfall of k = 2: each
+    group takes its provisioned sample, and the second one comes from a second call ('resample') or is padding."""
+    trainer = HiRTrainer(model=str(tiny_model_path),
+                         args=make_args(tmp_path, replay_min_satisfied=100, supplementary_provision="predicted",
+                                        replay_shortfall=shortfall),
+                         train_dataset=sample_dataset)
+    returned = spy_generate_calls(trainer)
+    calls = spy_generation(trainer)
+    trainer._shortfalls.append([1, 1, 1, 1])
+    trainer.train()
+    inputs, out, replay = calls[0]
+    B, G = len(inputs), len(inputs) // M
+    logged = trainer.state.log_history[0]
+    if shortfall == "resample":
+        assert [len(call) for call in returned] == [B + G, G]
+        assert replay.kinds == ["supplementary"] * (G * K) and logged["hir/generate_calls"] == 2
+        # group by group: the provisioned sample, then the one from the second call
+        for i, g in enumerate(replay.groups):
+            nth = replay.groups[:i].count(g)
+            expected = returned[0][g * (M + 1) + M] if nth == 0 else returned[1][g]
+            assert completion_tokens(out, B + i) == expected
+    else:
+        assert [len(call) for call in returned] == [B + G]
+        assert replay.kinds == ["supplementary"] * G + ["pad"] * G and logged["hir/generate_calls"] == 1
+        assert out["completion_mask"][B + G:].sum() == 0
+    assert [replay.groups.count(g) for g in range(G)] == [K] * G
+    assert logged["hir/provisioned_samples"] == G
+    assert trainer._shortfalls[-1] == [K] * G  # the next prediction covers this step's shortfall
+
+
 def test_allocate_shortfall():
     assert allocate_shortfall([2, 1, 0], 2) == [0, 1, 2]
     assert allocate_shortfall([4, 0, 0], 2) == [0, 1, 1]  # batch scope: the batch is short by 2, not 4

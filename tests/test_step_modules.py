@@ -65,11 +65,11 @@ def test_select_rewrite_is_select_then_rewrite():
 
 def test_plan_new_rows_orders_supplementary_replay_pad():
     choice = ReplayChoice(2, 1.0, 0.5, 0.5, (True, False), q_prime="q'")
-    rows = plan_new_rows([[choice], []], [1, 2], group_size=4, resample=True)
+    rows = plan_new_rows([[choice], []], [1, 2], [0, 0], group_size=4)
     assert [(r.kind, r.source, r.group) for r in rows] == [
         ("supplementary", 0, 0), ("supplementary", 1, 1), ("supplementary", 2, 1), ("replay", 2, 0)]
     assert rows[-1].q_prime == "q'"
-    padded = plan_new_rows([[choice], []], [1, 2], group_size=4, resample=False)
+    padded = plan_new_rows([[choice], []], [0, 0], [1, 2], group_size=4)
     assert [(r.kind, r.source, r.group) for r in padded] == [("replay", 2, 0), ("pad", 0, 0), ("pad", 4, 1),
                                                              ("pad", 4, 1)]
     assert group_members(padded, 8, 4, replays_in_group=False) == [[0, 1, 2, 3, 9], [4, 5, 6, 7, 10, 11]]

@@ -23,7 +23,9 @@ including generation; held-out evaluation runs after it and is not counted. Gene
 completion ids ``_generate_single_turn`` returns (EOS included, as ``completion_mask`` counts them). Peak memory:
 on CUDA ``torch.cuda.max_memory_allocated`` per step (stats reset at each step begin); on CPU the process's peak
 resident set size during the step, sampled every 5 ms by a thread (it includes the ~0.6 GiB of Python, torch and
-transformers, and memory glibc keeps after frees, so only differences between methods are telling).
+transformers, and memory glibc keeps after frees, so only differences between methods are telling). On CPU the
+sampler also keeps the peak seen while each bucket runs (``peak_memory_mb_<bucket>``), which says which phase
+holds the step's peak; ``generate_calls`` counts the decoding rounds of the step.
 """
 
 from __future__ import annotations
@@ -51,16 +53,28 @@ class _RssSampler:
     def __init__(self, interval: float = 0.005) -> None:
         self.interval, self.peak, self._stop = interval, 0, threading.Event()
         self._thread: threading.Thread | None = None
+        self.label = "optimizer"  # the bucket running now (set by StepProfiler)
+        self.peaks: dict[str, int] = defaultdict(int)
+
+    def mark(self, label: str) -> None:
+        """Switch the bucket the next samples are charged to (sampling once at the switch)."""
+        rss = _rss_bytes()
+        self.peaks[self.label] = max(self.peaks[self.label], rss)
+        self.label = label
+        self.peaks[label] = max(self.peaks[label], rss)
 
     def start(self) -> None:
         self.peak = _rss_bytes()
+        self.peaks = defaultdict(int)
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            self.peak = max(self.peak, _rss_bytes())
+            rss = _rss_bytes()
+            self.peak = max(self.peak, rss)
+            self.peaks[self.label] = max(self.peaks[self.label], rss)
 
     def stop(self) -> int:
         self._stop.set()
@@ -111,14 +125,18 @@ class StepProfiler(TrainerCallback):
             if bucket is None:  # e.g. the loss forward: part of "optimizer"
                 return original(*args, **kwargs)
             profiler._sync()
-            frame = [time.perf_counter(), 0.0]
+            frame = [time.perf_counter(), 0.0, bucket]
             profiler._stack.append(frame)
+            if not profiler.cuda:
+                profiler._rss.mark(bucket)
             try:
                 result = original(*args, **kwargs)
             finally:
                 profiler._sync()
                 elapsed = time.perf_counter() - frame[0]
                 profiler._stack.pop()
+                if not profiler.cuda:
+                    profiler._rss.mark(profiler._stack[-1][2] if profiler._stack else "optimizer")
                 profiler._current[bucket] += elapsed - frame[1]
                 if profiler._stack:
                     profiler._stack[-1][1] += elapsed
@@ -128,6 +146,7 @@ class StepProfiler(TrainerCallback):
                 completion_ids = result[0]
                 profiler._current["generated_tokens"] += sum(len(c) for c in completion_ids)
                 profiler._current["generated_sequences"] += len(completion_ids)
+                profiler._current["generate_calls"] += 1
             return result
 
         setattr(trainer, name, timed)
@@ -157,5 +176,9 @@ class StepProfiler(TrainerCallback):
         record["optimizer"] = max(0.0, total - cur.get("_scoring_inclusive", 0.0))
         record["generated_tokens"] = int(cur.get("generated_tokens", 0))
         record["generated_sequences"] = int(cur.get("generated_sequences", 0))
+        record["generate_calls"] = int(cur.get("generate_calls", 0))
         record["peak_memory_mb"] = peak
+        if not self.cuda:
+            for bucket, value in self._rss.peaks.items():
+                record[f"peak_memory_mb_{bucket}"] = value / 2**20
         self.steps.append(record)

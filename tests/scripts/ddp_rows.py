@@ -3,6 +3,7 @@ hindsight replay added (rows, sources, selections).
 
     torchrun --nproc_per_node N tests/scripts/ddp_rows.py MODEL DATA OUT [--skew] [--scripted]
              [--per-device-batch 6] [--max-steps 2] [--deepspeed CONFIG.json] [--skip-supplementary-on-rank0]
+             [--provision none|predicted|full]
 
 --skew:     rank 1 finds no replay candidate (it needs k supplementary samples per group) while rank 0 must join
             the same generation call with filler prompts.
@@ -56,6 +57,7 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=2)
     parser.add_argument("--deepspeed", default=None)
     parser.add_argument("--skip-supplementary-on-rank0", action="store_true")
+    parser.add_argument("--provision", default="none")
     cli = parser.parse_args()
 
     args = HiRConfig(output_dir=cli.output_dir, per_device_train_batch_size=cli.per_device_batch,
@@ -63,6 +65,7 @@ def main() -> None:
                      max_completion_length=12, bf16=False, use_cpu=True, gradient_checkpointing=False,
                      report_to="none", logging_steps=1, save_strategy="no", seed=0, beta=0.04,
                      replay_truncated_completions=True,  # the random tiny model never emits EOS
+                     supplementary_provision=cli.provision,
                      deepspeed=cli.deepspeed, ddp_timeout=120)  # a rank out of step fails, never waits 30 minutes
     trainer = HiRTrainer(model=cli.model, args=args, train_dataset=load_hir_dataset(cli.data))
     rank = trainer.accelerator.process_index
@@ -74,10 +77,19 @@ def main() -> None:
     if cli.scripted:
         scripted_generation(trainer)
     tokenizer = trainer.processing_class
+    generate_calls = []
+    generate = trainer._generate_single_turn
+
+    def counting(prompt_ids, *args, **kwargs):
+        generate_calls.append(len(prompt_ids))
+        return generate(prompt_ids, *args, **kwargs)
+
+    trainer._generate_single_turn = counting
     records = []
     original = trainer._generate_and_score_completions
 
     def spy(inputs):
+        generate_calls.clear()
         out = original(inputs)
         replay = trainer.last_replay
         B = len(inputs)
@@ -109,6 +121,9 @@ def main() -> None:
             "added": added,
             "fillers": trainer._metrics["train"]["hir/filler_samples"][-1],
             "supplementary": trainer._metrics["train"]["hir/supplementary_samples"][-1],
+            "generate_calls": list(generate_calls),
+            "logged_generate_calls": trainer._metrics["train"]["hir/generate_calls"][-1],
+            "provisioned": trainer._metrics["train"]["hir/provisioned_samples"][-1],
         })
         return out
 
