@@ -172,4 +172,9 @@ def test_decide_all_marks_pairs_without_runs(tmp_path, monkeypatch):
     cr = by_pair[("hir_default", "rl_cr")]
     assert cr["seeds"] == [0, 1] and cr["complete"] and cr["mean_diff_points"] == pytest.approx(50.0)
     assert cr["preregistration"] == prereg and cr["eval_completions"] == 4
+    assert cr["decision"] in (paired.HIR_AHEAD, paired.NO_USEFUL_GAIN, paired.UNDECIDED)
     assert by_pair[("hir_default", "rl_ir")]["decision"] == "not run"
+    # before every pre-registered seed is in, the label says so
+    spec["families"]["trl"]["seeds"] = [0, 1, 2]
+    interim = decisive.decide_all([spec], bootstrap_reps=200)[0]
+    assert not interim["complete"] and interim["decision"].startswith("interim (2 of 3 seeds): ")

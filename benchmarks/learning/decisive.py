@@ -162,7 +162,10 @@ def decide_all(specs: Sequence[dict[str, Any]], bootstrap_reps: int = 10_000) ->
                 item.update(
                     eval_completions=result["eval_completions"] or item["eval_completions"],
                     mean_diff_points=result["t"]["mean"], ci95_low=result["t"]["low"], ci95_high=result["t"]["high"],
-                    decision=result["decision"], sd_diff_points=result["t"]["sd"],
+                    # the rule decides once every pre-registered seed is in; before that the label is interim
+                    decision=result["decision"] if item["complete"]
+                    else f"interim ({len(common)} of {len(registered)} seeds): {result['decision']}",
+                    sd_diff_points=result["t"]["sd"],
                     diff_points_per_seed=result["diffs"], hir_final_ila_points=result["final_a"],
                     baseline_final_ila_points=result["final_b"], bootstrap_seeds_prompts=result.get("bootstrap"),
                     auc_ila_vs_tokens_diff={"mean": result["auc_tokens"]["t"]["mean"],
