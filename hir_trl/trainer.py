@@ -452,7 +452,7 @@ class HiRTrainer(GRPOTrainer):
         ``completions``, ``verdict_rows`` and ``recorded_logps`` (or None), group 0's first."""
         n = len(capture["prompts"])
         rows = {"prompts": capture["prompts"], "completions": capture["completions"],
-                "verdict_rows": capture["verdicts"].verdicts}
+                "verdict_rows": capture["verdicts"].verdicts, "rewards_per_func": capture["rewards_per_func"]}
         recorded = capture.get("recorded")
         if recorded:
             rows.update({f"recorded_{key}": values for key, values in recorded.items()})
@@ -461,7 +461,7 @@ class HiRTrainer(GRPOTrainer):
         table = {**{key: value for key, value in output.items() if value is not None}, **rows}
         kept, provisioned = take_rows(table, sampled, n), take_rows(table, provisioned_rows, n)
         capture = {**capture, "prompts": kept.pop("prompts"), "completions": kept.pop("completions"),
-                   "verdicts": VerdictMatrix(kept.pop("verdict_rows"))}
+                   "verdicts": VerdictMatrix(kept.pop("verdict_rows")), "rewards_per_func": kept.pop("rewards_per_func")}
         if recorded:
             capture["recorded"] = {key: kept.pop(f"recorded_{key}") for key in recorded}
         if "entropies" in kept:
