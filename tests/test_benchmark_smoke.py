@@ -61,7 +61,7 @@ def test_toy_benchmark_end_to_end(tmp_path):
     assert "cached" in first and "cached" in second
     # HiR samples m = 6 per prompt, plus a supplementary sample for each replay slot no candidate fills (the toy
     # model rarely ends a completion, and cut-off completions are not replayed by default); RL-IR samples m + k = 8.
-    # Only HiR runs the selection; neither runs a no-grad pass (issue 13: HiR records its token entropies and
+    # Only HiR runs the selection; neither runs a no-grad pass (HiR records its token entropies and
     # log-probs while sampling), and HiR's own timings are in its logs.
     first = next(lg for lg in runs["hir-seed0"]["logs"] if "hir/supplementary_samples" in lg)
     assert runs["hir-seed0"]["steps"][0]["generated_sequences"] == 2 * 6 + first["hir/supplementary_samples"]

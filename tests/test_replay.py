@@ -36,7 +36,7 @@ def test_curriculum_lambda_matches_paper_schedule():
 @pytest.mark.parametrize(("lambda_0", "eta", "step"), [(2.0, 0.05, 14_548), (2.0, 0.05, 10**9), (2.0, 5.0, 397),
                                                       (2.0, 1.0, 10**12), (0.0, 0.5, 10**6)])
 def test_curriculum_lambda_is_finite_and_capped_for_any_step(lambda_0, eta, step):
-    # uncapped, lambda_0 * (1 + eta) ** step raises OverflowError at these steps (the first two are issue 15's)
+    # uncapped, lambda_0 * (1 + eta) ** step raises OverflowError at these steps
     lam = curriculum_lambda(step, lambda_0, eta)
     assert math.isfinite(lam)
     assert lam == (LAMBDA_MAX if lambda_0 > 0 else 0.0)

@@ -1,4 +1,4 @@
-"""Issue 13: F_div and a replay's old log-probs without HiR's extra no-grad pass (recorded while sampling)."""
+"""F_div and a replay's old log-probs without HiR's extra no-grad pass (recorded while sampling)."""
 
 from __future__ import annotations
 

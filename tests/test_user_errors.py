@@ -1,4 +1,4 @@
-"""Issue 15: a newcomer's mistakes get one-line errors naming the file, line, field or flag; nothing is written.
+"""A newcomer's mistakes get one-line errors naming the file, line, field or flag; nothing is written.
 
 Every case runs ``hir-trl train`` in-process (`hir_trl.cli.main`) on the tiny recipe and checks the exit status,
 that stderr is exactly one ``hir-trl train: error: ...`` line with no traceback, and that no output folder (nor
