@@ -6,11 +6,8 @@
 #       CACHE_DIR=/path/to/benchmarks/.cache bash benchmarks/sweeps/decisive_smollm2.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-PY=${PYTHON:-python}
 PREREG=benchmarks/preregistered/decisive-smollm2.yaml
-cache=()
-if [ -n "${CACHE_DIR:-}" ]; then cache=(--cache-dir "$CACHE_DIR"); fi
-stage() { "$PY" -m benchmarks.learning.decisive run "$PREREG" "${cache[@]}" "$@"; }
+source benchmarks/sweeps/decisive_stage.sh
 for seed in 0 1 2 3 4; do stage --family trl --arms hir,rl_cr --seeds "$seed"; done
 stage --family trl --arms rl_ir --seeds 0,1,2,3,4
 for seed in 5 6 7 8; do stage --family trl --arms hir,rl_cr --seeds "$seed"; done

@@ -6,11 +6,8 @@
 #       CACHE_DIR=/path/to/benchmarks/.cache bash benchmarks/sweeps/decisive_synthetic.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-PY=${PYTHON:-python}
 PREREG=benchmarks/preregistered/decisive-synthetic.yaml
-cache=()
-if [ -n "${CACHE_DIR:-}" ]; then cache=(--cache-dir "$CACHE_DIR"); fi
-stage() { "$PY" -m benchmarks.learning.decisive run "$PREREG" "${cache[@]}" "$@"; }
+source benchmarks/sweeps/decisive_stage.sh
 stage --family trl --arms hir,rl_cr
 stage --family trl --arms rl_ir
 stage --family paper --arms hir,rl_cr
