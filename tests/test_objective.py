@@ -1,4 +1,4 @@
-"""Issue 3: every paper/code variant of the objective, one config field away, tested on CPU with a tiny model."""
+"""Every paper/code variant of the objective, one config field away, tested on CPU with a tiny model."""
 
 from __future__ import annotations
 
@@ -453,7 +453,7 @@ def test_resume_continues_lambda_rng_and_steps_exactly(tmp_path, tiny_model_path
         assert torch.allclose(p, q, atol=1e-6), name
 
 
-# ---------------------------------------------------------------- LoRA (issue 7)
+# ---------------------------------------------------------------- LoRA
 
 
 def test_lora_reference_is_the_adapter_disabled_model_under_q_prime(tmp_path, tiny_model_path, sample_dataset):
@@ -491,7 +491,7 @@ def test_lora_reference_is_the_adapter_disabled_model_under_q_prime(tmp_path, ti
         assert (out["ref_per_token_logps"][row][mask] - policy[row][mask]).abs().max() > 1e-4
 
 
-# ---------------------------------------------------------------- judge integration (issue 4)
+# ---------------------------------------------------------------- judge integration
 
 
 def _soft_dataset(tmp_path):

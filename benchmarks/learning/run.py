@@ -8,7 +8,7 @@ prompts and the same number of trained rows per group (m + k):
 method         HiRConfig
 ============== ============================================================================================
 ``hir``        ``num_generations=m, num_replays=k, replay_selection="curriculum", reward_mode="ila"`` (HiR on the
-               paper's binary reward; HiRConfig's default until session 5 of issue 12)
+               paper's binary reward; HiRConfig's default is ``reward_mode="cla"``)
 ``random``     ``num_generations=m, num_replays=k, replay_selection="random", reward_mode="ila"``
 ``rl_ir``      ``num_generations=m+k, num_replays=0, reward_mode="ila"`` (plain GRPO, binary reward)
 ``rl_cr``      ``num_generations=m+k, num_replays=0, reward_mode="cla"`` (plain GRPO, constraint-average reward)
