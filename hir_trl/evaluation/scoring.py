@@ -35,7 +35,7 @@ from typing import Any
 
 from ..chat import prompt_text
 from ..jsonfiles import JSONFileError, read_jsonl
-from ..rewards import Judge, judge_batch
+from ..judge import Judge, judge_batch
 from ..verifiers import Verdict, sentence_backend, sentence_tokenizer_name, verify_constraint
 from .benchmarks import LOOSE_FORMATS, Benchmark, EvalConstraint
 
@@ -439,7 +439,7 @@ def evaluate(benchmark: Benchmark, responses: ResponseSet | Mapping[str, str | S
     Args:
         benchmark: from `hir_trl.evaluation.load_benchmark`.
         responses: a `ResponseSet` (`read_responses`), or ``{prompt: response}`` / ``{prompt: [responses]}``.
-        judge: judges soft constraints (and unparseable MulDimIF requirements); see `hir_trl.rewards.Judge`.
+        judge: judges soft constraints (and unparseable MulDimIF requirements); see `hir_trl.judge.Judge`.
             Without one they are reported as unjudged and left out of the figures.
         allow_unknown: count constraints with an unknown instruction id as failures instead of raising.
         num_samples: samples per prompt S; default: the most responses any prompt of the benchmark has (at
