@@ -232,59 +232,6 @@ def extend_batch(output: dict[str, Any], rows: Sequence[NewRow], supplement: dic
     return extended
 
 
-@dataclass
-class ReplayBatch:
-    """What the latest generation batch added on this rank (``HiRTrainer.last_replay``, for inspection and tests).
-
-    Row ``B + i`` of the extended batch is described by entry i of each list.
-
-    Attributes:
-        kinds: ``"supplementary"``, ``"replay"`` or ``"pad"``.
-        sources: for a replay or pad, the index of its source among the B original rows; for a supplementary
-            sample, its index among the supplementary samples.
-        groups: the group each row belongs to.
-        q_prime: the hindsight prompt of each replay (None otherwise).
-        rewards: (B + new rows,) reward of every row: verdict reward of originals and supplementary samples, 1 for
-            replays (unless re-judged), NaN for padding.
-        lam: lambda_s used for the selection.
-        choices: the `ReplayChoice` of each replay (None otherwise).
-        supplementary_verdicts: the `VerdictMatrix` of the supplementary samples, or None.
-    """
-
-    kinds: list[str]
-    sources: list[int]
-    groups: list[int]
-    q_prime: list[Any]
-    rewards: list[float]
-    lam: float
-    choices: list[Any]
-    supplementary_verdicts: Any = None
-
-    @classmethod
-    def from_rows(cls, rows: Sequence[NewRow], rewards: list[float], lam: float,
-                  supplementary_verdicts: Any = None) -> ReplayBatch:
-        return cls(kinds=[r.kind for r in rows], sources=[r.source for r in rows], groups=[r.group for r in rows],
-                   q_prime=[r.q_prime for r in rows], rewards=rewards, lam=lam, choices=[r.choice for r in rows],
-                   supplementary_verdicts=supplementary_verdicts)
-
-
-def diversity_scores(entropies: torch.Tensor, mask: torch.Tensor, aggregation: str = "mean") -> list[float]:
-    """F_div per row (paper eq. "F_div"): token entropies (B, T) in nats over the loss tokens ``mask`` (B, T),
-    averaged (``"mean"``, released code) or summed (``"sum"``, paper formula)."""
-    mask = mask.to(entropies.dtype)
-    div = (entropies * mask).sum(1)
-    if aggregation == "mean":
-        div = div / mask.sum(1).clamp(min=1.0)
-    return div.float().cpu().tolist()
-
-
-def completion_ended(completion_ids: torch.Tensor, completion_mask: torch.Tensor,
-                     eos_token_ids: Sequence[int]) -> list[bool]:
-    """Per row, whether the completion ended with an EOS token (False: cut off at ``max_completion_length``)."""
-    eos = torch.tensor(list(eos_token_ids), device=completion_ids.device)
-    return (torch.isin(completion_ids, eos) & completion_mask.bool()).any(1).tolist()
-
-
 def row_rewards(sampled: Sequence[float], rows: Sequence[NewRow], supplementary: Sequence[float] = (),
                 replays: dict[int, float] | None = None) -> list[float]:
     """(B + len(rows),) reward of every row: the B sampled rows' own, then a supplementary sample's own, 1 for a

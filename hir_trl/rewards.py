@@ -92,7 +92,10 @@ class ConstraintReward:
     TRL calls it as ``reward(prompts=..., completions=..., completion_ids=..., constraints=..., **columns)``
     where ``constraints`` is the dataset column of normalized constraints (see `hir_trl.data`). When TRL passes its
     ``log_extra`` hook, every row's per-constraint verdicts (rule and judge, with any error) go to the completion log's
-    ``verdicts`` column (`VerdictMatrix.log_entries`).
+    ``verdicts`` column (`VerdictMatrix.log_entries`); with its ``log_metric`` hook it logs ``reward/ila`` and
+    ``reward/cla`` (the mean over the batch's rows of every rank, leaving out the rows whose ``provisioned`` column is
+    true: samples `HiRTrainer` drew ahead for a later use, ``supplementary_provision``) and ``verify/errors`` (failed
+    checks, rule or judge, summed over ranks).
 
     Args:
         judge: called once per batch with the (instruction, response, constraint) triples of all soft
@@ -169,7 +172,7 @@ class ConstraintReward:
         return VerdictMatrix([list(row) for row in rows])  # every soft cell was filled by judge_batch
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], constraints=None,
-                 **kwargs: Any) -> list[float]:
+                 provisioned: Sequence[bool] | None = None, **kwargs: Any) -> list[float]:
         if constraints is None:
             raise ValueError("the dataset has no 'constraints' column; load it with hir_trl.load_hir_dataset")
         matrix = self.verify(prompts, completions, constraints)
@@ -177,7 +180,37 @@ class ConstraintReward:
         log_extra = kwargs.get("log_extra")  # TRL's hook for completion-log columns (one value per row)
         if callable(log_extra):
             log_extra("verdicts", matrix.log_entries(constraints))
+        log_metric = kwargs.get("log_metric")  # TRL's hook for scalar metrics (averaged over calls and ranks)
+        if callable(log_metric):
+            log_verdict_metrics(matrix, log_metric, provisioned)
         return matrix.rewards(self.reward_mode or "ila")
+
+
+def _num_processes() -> int:
+    import torch.distributed as dist
+
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def log_verdict_metrics(matrix: VerdictMatrix, log_metric: Callable[[str, float], None],
+                        provisioned: Sequence[bool] | None = None) -> None:
+    """Log ``reward/ila``, ``reward/cla`` and ``verify/errors`` of one batch through TRL's ``log_metric`` hook.
+
+    TRL averages each metric over the values logged on every rank, so ILA and CLA are logged once per row (their
+    average is the mean over all ranks' rows, provisioned rows left out), and the error count once, times the number
+    of ranks (its average is the sum over ranks).
+
+    Args:
+        matrix: the batch's verdicts (B rows).
+        log_metric: ``log_metric(name, value)``, TRL's hook (`GRPOTrainer._log_metric`).
+        provisioned: (B,) True for a row to leave out of ILA and CLA, or None (every row counts).
+    """
+    kept = [True] * len(matrix) if provisioned is None else [not flag for flag in provisioned]
+    for ila, cla, keep in zip(matrix.ila(), matrix.cla(), kept, strict=True):
+        if keep:
+            log_metric("reward/ila", ila)
+            log_metric("reward/cla", cla)
+    log_metric("verify/errors", matrix.num_errors() * _num_processes())
 
 
 def rejudge_replays(judge: Any, reward_mode: str, inputs: Sequence[dict[str, Any]], completions: Sequence[Any],
