@@ -171,7 +171,7 @@ def add_replay_advantages(advantages: torch.Tensor, rewards: torch.Tensor, repla
                 advantages[source] -= value
 
 
-def hir_advantages(rewards: torch.Tensor, rows: Sequence[Any], num_sampled: int, group_size: int,
+def hir_advantages(rewards: torch.Tensor, new_rows: Sequence[Any], num_sampled: int, group_size: int,
                    loss_mask: torch.Tensor, *, replay_advantage: str = "positive", replay_weight: float = 1.0,
                    **estimator: Any) -> torch.Tensor:
     """Advantages of a HiR batch: B sampled rows followed by the new rows (`hir_trl.batch.NewRow`).
@@ -181,8 +181,8 @@ def hir_advantages(rewards: torch.Tensor, rows: Sequence[Any], num_sampled: int,
     advantages on a batch without replays), then `add_replay_advantages` adds the replay terms.
 
     Args:
-        rewards: (N,) reward of every row (NaN for padding), N = B + len(rows).
-        rows: the new rows; num_sampled: B; group_size: m; loss_mask: (N, T).
+        rewards: (N,) reward of every row (NaN for padding), N = B + len(new_rows).
+        new_rows: the new rows; num_sampled: B; group_size: m; loss_mask: (N, T).
         **estimator: ``estimator``, ``scale_rewards``, ``kl``, ``kl_coef``, ``gather`` of `group_advantages`.
 
     Returns:
@@ -194,31 +194,31 @@ def hir_advantages(rewards: torch.Tensor, rows: Sequence[Any], num_sampled: int,
     if replay_advantage not in REPLAY_ADVANTAGES:
         raise ValueError(f"unknown replay_advantage {replay_advantage!r}; expected one of {REPLAY_ADVANTAGES}")
     grouped = replay_advantage == "group"
-    members = group_members(rows, num_sampled, group_size, replays_in_group=grouped)
+    members = group_members(new_rows, num_sampled, group_size, replays_in_group=grouped)
     if grouped:
         return group_advantages(rewards, members, loss_mask, **estimator)
-    replays = [(num_sampled + o, row.source) for o, row in enumerate(rows) if row.kind == "replay"]
+    replays = [(num_sampled + o, row.source) for o, row in enumerate(new_rows) if row.kind == "replay"]
     index = torch.tensor([r for r, _ in replays], dtype=torch.long, device=rewards.device)
     advantages = group_advantages(rewards.index_fill(0, index, float("nan")), members, loss_mask, **estimator)
     add_replay_advantages(advantages, rewards, replays, loss_mask, replay_weight, replay_advantage == "paired")
     return advantages
 
 
-def kl_in_reward_per_token(batch: dict[str, Any], ref_logps: torch.Tensor, rows: Sequence[Any],
+def kl_in_reward_per_token(batch: dict[str, Any], ref_logps: torch.Tensor, new_rows: Sequence[Any],
                            num_sampled: int) -> torch.Tensor:
     """k1 KL estimate log pi_old - log pi_ref per token (N, T) for ``kl_in_reward`` (released code).
 
     Args:
         batch: the extended batch (``old_per_token_logps`` (N, T), ``completion_mask``, ``tool_mask``).
         ref_logps: (N, T) reference log-probs of every row under its own prompt.
-        rows: the new rows; a replay or pad takes its source's KL (computed under q), as the released code copies the
-            source's old and reference log-probs. num_sampled: B.
+        new_rows: the new rows; a replay or pad takes its source's KL (computed under q), as the released code copies
+            the source's old and reference log-probs. num_sampled: B.
 
     Returns:
         (N, T) KL per token, 0 outside the loss tokens.
     """
     kl = batch["old_per_token_logps"] - ref_logps
-    for offset, row in enumerate(rows):
+    for offset, row in enumerate(new_rows):
         if row.kind in ("replay", "pad"):
             kl[num_sampled + offset] = kl[row.source]
     return kl * loss_mask(batch)

@@ -126,11 +126,12 @@ def join_rows(parts: Sequence[dict[str, Any]], *, pad_token_id: int) -> dict[str
     return out
 
 
-def group_members(rows: Sequence[NewRow], num_sampled: int, group_size: int, replays_in_group: bool) -> list[list[int]]:
+def group_members(new_rows: Sequence[NewRow], num_sampled: int, group_size: int,
+                  replays_in_group: bool) -> list[list[int]]:
     """Row indices of each group's advantage estimate: its m samples, its supplementary samples, its pads and, when
     ``replays_in_group`` (``replay_advantage="group"``, the paper), its replays."""
     members = [list(range(g * group_size, (g + 1) * group_size)) for g in range(num_sampled // group_size)]
-    for offset, row in enumerate(rows):
+    for offset, row in enumerate(new_rows):
         if replays_in_group or row.kind != "replay":
             members[row.group].append(num_sampled + offset)
     return members
@@ -170,14 +171,14 @@ def unpadded(ids: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:
     return [ids[i][mask[i].bool()] for i in range(ids.size(0))]
 
 
-def extend_batch(output: dict[str, Any], rows: Sequence[NewRow], supplement: dict[str, Any] | None,
+def extend_batch(output: dict[str, Any], new_rows: Sequence[NewRow], supplement: dict[str, Any] | None,
                  q_prime_ids: Iterable[Sequence[int]], *, pad_token_id: int, pad_to_multiple_of: int | None = None,
                  skip: Iterable[str] = ()) -> dict[str, Any]:
     """The per-row tensors of the extended batch: the B sampled rows of ``output`` followed by ``rows``.
 
     Args:
         output: super's `_generate_and_score_completions` output (B rows).
-        rows: the new rows (`plan_new_rows`).
+        new_rows: the new rows (`plan_new_rows`).
         supplement: the supplementary samples' per-row tensors (keys of `ROW_KEYS`), or None.
         q_prime_ids: the token ids of each replay's q', in the order of the replays in ``rows``.
         pad_token_id: the tokenizer's pad token (prompts are left-padded, completions right-padded with it).
@@ -187,7 +188,7 @@ def extend_batch(output: dict[str, Any], rows: Sequence[NewRow], supplement: dic
     Returns:
         ``prompt_ids``/``prompt_mask`` (B', P') left-padded again to a common width, and every other key of
         `ROW_KEYS` that ``output`` holds except ``advantages`` (the caller computes them), as (B', ...) with
-        B' = B + len(rows): a replay or pad copies its source's completion-side values (a pad's completion mask is
+        B' = B + len(new_rows): a replay or pad copies its source's completion-side values (a pad's completion mask is
         zero), a supplementary sample brings its own.
 
     Raises:
@@ -198,7 +199,7 @@ def extend_batch(output: dict[str, Any], rows: Sequence[NewRow], supplement: dic
     supp_prompts = unpadded(supplement["prompt_ids"], supplement["prompt_mask"]) if supplement else []
     q_prime_ids = iter(q_prime_ids)
     new_prompts = list(prompt_rows)
-    for row in rows:
+    for row in new_rows:
         if row.kind == "supplementary":
             new_prompts.append(supp_prompts[row.source])
         elif row.kind == "replay":
@@ -211,7 +212,7 @@ def extend_batch(output: dict[str, Any], rows: Sequence[NewRow], supplement: dic
         "prompt_mask": pad([torch.ones_like(r) for r in new_prompts], padding_value=0, padding_side="left",
                            pad_to_multiple_of=pad_to_multiple_of).to(device),
     }
-    copied_from = torch.tensor([row.source for row in rows if row.kind != "supplementary"], dtype=torch.long,
+    copied_from = torch.tensor([row.source for row in new_rows if row.kind != "supplementary"], dtype=torch.long,
                                device=device)
     for key in ROW_KEYS - {"prompt_ids", "prompt_mask", "advantages"} - set(skip):
         if output.get(key) is None:
@@ -220,7 +221,7 @@ def extend_batch(output: dict[str, Any], rows: Sequence[NewRow], supplement: dic
         copied = iter(base[copied_from]) if len(copied_from) else iter(())
         supp = iter(supplement[key]) if supplement is not None and key in supplement else None
         parts = [base]
-        for row in rows:
+        for row in new_rows:
             if row.kind == "supplementary":
                 if supp is None:
                     raise RuntimeError(f"supplementary samples lack the batch key {key!r}")
@@ -232,13 +233,13 @@ def extend_batch(output: dict[str, Any], rows: Sequence[NewRow], supplement: dic
     return extended
 
 
-def row_rewards(sampled: Sequence[float], rows: Sequence[NewRow], supplementary: Sequence[float] = (),
+def row_rewards(sampled: Sequence[float], new_rows: Sequence[NewRow], supplementary: Sequence[float] = (),
                 replays: dict[int, float] | None = None) -> list[float]:
-    """(B + len(rows),) reward of every row: the B sampled rows' own, then a supplementary sample's own, 1 for a
+    """(B + len(new_rows),) reward of every row: the B sampled rows' own, then a supplementary sample's own, 1 for a
     replay (or its re-judged reward, by offset among the new rows, from ``replays``) and NaN for padding."""
     replays = replays or {}
     out = list(sampled)
-    for offset, row in enumerate(rows):
+    for offset, row in enumerate(new_rows):
         out.append(supplementary[row.source] if row.kind == "supplementary" else
                    replays.get(offset, 1.0) if row.kind == "replay" else float("nan"))
     return out

@@ -214,14 +214,14 @@ def log_verdict_metrics(matrix: VerdictMatrix, log_metric: Callable[[str, float]
 
 
 def rejudge_replays(judge: Any, reward_mode: str, inputs: Sequence[dict[str, Any]], completions: Sequence[Any],
-                    rows: Sequence[Any]) -> dict[int, float]:
+                    new_rows: Sequence[Any]) -> dict[int, float]:
     """``HiRConfig.rejudge_replays``: re-judge each replay's kept soft constraints under its q'.
 
     Args:
         judge: the soft-constraint judge (its ``rejudge`` method when it has one), or None.
         reward_mode: ``"ila"`` or ``"cla"``.
         inputs, completions: the B sampled rows' dataset rows and completions.
-        rows: the new rows (`hir_trl.batch.NewRow`).
+        new_rows: the new rows (`hir_trl.batch.NewRow`).
 
     Returns:
         the reward of each replay, by its offset among the new rows, when some replay keeps a soft constraint:
@@ -229,7 +229,7 @@ def rejudge_replays(judge: Any, reward_mode: str, inputs: Sequence[dict[str, Any
         the new judge verdicts; {} when no replay keeps a soft constraint.
     """
     cells, triples = [], []
-    replays = {offset: row for offset, row in enumerate(rows) if row.kind == "replay"}
+    replays = {offset: row for offset, row in enumerate(new_rows) if row.kind == "replay"}
     kept = {offset: [j for j, met in enumerate(row.choice.satisfied) if met] for offset, row in replays.items()}
     for offset, row in replays.items():
         if judge is None:

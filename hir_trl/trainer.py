@@ -4,8 +4,9 @@ The trainer wraps `GRPOTrainer._generate_and_score_completions` (it copies no TR
 m = ``num_generations`` completions per instruction and scores them with `ConstraintReward`; then, for every group,
 HiR selects k = ``num_replays`` failed completions and rewrites their instruction to keep only the constraints they
 met (Algorithm 1, `hir_trl.replay.select_rewrite`), and appends them to the group with reward 1
-(`hir_trl.batch`), with advantages from `hir_trl.advantages`. Logging lives in `hir_trl.step_log`, the model card in
-`hir_trl.card`, and every touch of TRL's private state in `hir_trl.trl_adapter`.
+(`hir_trl.batch`), with advantages from `hir_trl.advantages`. The step's state is typed in `hir_trl.step_state`,
+logging lives in `hir_trl.step_log`, the model card in `hir_trl.card`, and every touch of TRL's private state in
+`hir_trl.trl_adapter`.
 """
 
 from __future__ import annotations
