@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> dict:
     trainer.train()
     trainer.save_model(config.output_dir)
     trainer.create_model_card()
-    replay = trainer.last_step
+    replay = trainer.last_replay
     for row, reward in zip(replay.new_rows, replay.rewards[-len(replay.new_rows):]):
         if row.kind == "replay":
             print(f"replay reward {reward:+.3f} (1 + 0.5 x brevity of its own (q', y)); "

@@ -4,7 +4,7 @@
 TRL's call (the decoded completions, their verdicts, the token entropies, ...) is produced by other TRL hooks that
 HiR overrides. Each call of ``GRPOTrainer._generate_and_score_completions`` in a HiR step therefore gets one
 `HiRCapture`: the step sets what the hooks should do, the hooks fill in what they saw, the step reads it after
-the call. `HiRStep` is what the finished step added on this rank (`HiRTrainer.last_step`).
+the call. `HiRStep` is what the finished step added on this rank (`HiRTrainer.last_replay`).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class HiRCapture:
 
 @dataclass
 class HiRStep:
-    """What the latest HiR generation batch added on this rank (``HiRTrainer.last_step``, for inspection and tests).
+    """What the latest HiR generation batch added on this rank (``HiRTrainer.last_replay``, for inspection and tests).
 
     Attributes:
         new_rows: the `hir_trl.batch.NewRow` appended to the B sampled rows: row ``B + i`` of the extended batch is
@@ -64,6 +64,11 @@ class HiRStep:
     rewards: list[float]
     lam: float
     supplementary_verdicts: Any = None
+
+    @property
+    def q_prime(self) -> list[Any]:
+        """The hindsight prompt (q') of each new row, in order: a replay's rewritten instruction, None otherwise."""
+        return [row.q_prime for row in self.new_rows]
 
 
 __all__ = ["HiRCapture", "HiRStep"]

@@ -177,7 +177,7 @@ class HiRTrainer(GRPOTrainer):
             check_head_size(model)
         self.constraint_reward = reward_funcs
         self.dataset_name = dataset_name
-        self.last_step: HiRStep | None = None  # what the latest HiR generation batch added on this rank
+        self.last_replay: HiRStep | None = None  # what the latest HiR generation batch added on this rank
         self._capture: HiRCapture | None = None  # set during each TRL call of a HiR step (`hir_trl.step_state`)
         self._replay_rng = random.Random(args.seed)
         self._timer = StepTimer()
@@ -573,7 +573,7 @@ class HiRTrainer(GRPOTrainer):
             gather=self.accelerator.gather)
         extended["num_items_in_batch"] = self.accelerator.gather(loss_mask(extended).sum()).sum()
 
-        # 6. Metrics, the completion log and `last_step`.
+        # 6. Metrics, the completion log and `last_replay`.
         self._log_step(inputs, extended, new_rows, supplement, completions, lam, rewards, B,
                        0 if provisioned is None else int(provisioned["completion_mask"].sum().item()))
         return extended
@@ -748,7 +748,7 @@ class HiRTrainer(GRPOTrainer):
 
     def _log_step(self, inputs, extended, new_rows: list[NewRow], supplement, completions, lam, rewards, B,
                   provisioned_tokens: int = 0) -> None:
-        """Step 6: the ``hir/*`` metrics (summed over ranks), the completion log's new rows and `last_step`.
+        """Step 6: the ``hir/*`` metrics (summed over ranks), the completion log's new rows and `last_replay`.
         ``provisioned_tokens``: completion tokens of this rank's provisioned samples, used or dropped."""
         m, device = self.num_generations, self.accelerator.device
         local = replay_counts(new_rows, rewards, B, m, self.args.num_replays,
@@ -765,7 +765,7 @@ class HiRTrainer(GRPOTrainer):
             self, gather_object([str(x.get("row_id")) for x in inputs]), gather_object(advantages[:B].tolist()),
             gather_object(completion_log_rows(new_rows, inputs, completions, supplement, rewards, B, m)),
             gather_object([advantages[B + i].item() for i, row in enumerate(new_rows) if row.kind != "pad"]))
-        self.last_step = HiRStep(new_rows=list(new_rows), rewards=rewards, lam=lam,
+        self.last_replay = HiRStep(new_rows=list(new_rows), rewards=rewards, lam=lam,
                                  supplementary_verdicts=supplement["verdicts"] if supplement else None)
 
     def _log_judge_metrics(self) -> None:

@@ -169,7 +169,7 @@ def test_a_registered_constraint_trains_replays_and_extra_rewards_score_the_repl
     assert trainer.reward_func_names == ["cla", "secret"]
     trainer.train()
 
-    replay = trainer.last_step
+    replay = trainer.last_replay
     B = 12
     assert set(prompts_seen) == {row["prompt"][-1]["content"] for row in dataset}
     # the sampled rows: 1 x CLA (1 of 2 met) + 0.5 x secret(q, y) = 0.5 + 1.0
@@ -374,10 +374,10 @@ def test_readme_example_runs_verbatim(tmp_path, monkeypatch, capsys):
     assert trainer.state.global_step == 2 and trainer.reward_func_names == ["cla", "brevity"]
     printed = capsys.readouterr().out
     assert "'role': 'user'" in printed
-    kept = [row.q_prime[-1]["content"] for row in trainer.last_step.new_rows if row.q_prime is not None]
+    kept = [row.q_prime[-1]["content"] for row in trainer.last_replay.new_rows if row.q_prime is not None]
     assert kept and all(q.startswith(("Describe our kettle.", "Advertise our toaster.", "Review our blender."))
                         for q in kept)
-    rewards = trainer.last_step.rewards
+    rewards = trainer.last_replay.rewards
     assert all(not math.isnan(r) for r in rewards)
 
 

@@ -479,7 +479,7 @@ def test_lora_reference_is_the_adapter_disabled_model_under_q_prime(tmp_path, ti
             with trainer.model.disable_adapter():
                 base, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, ids, mask,
                                                                         out["completion_ids"].size(1))
-        seen.append((len(inputs), out, trainer.last_step, policy, base))
+        seen.append((len(inputs), out, trainer.last_replay, policy, base))
         return out
 
     trainer._generate_and_score_completions = spy

@@ -27,7 +27,7 @@ def make_args(tmp_path, **overrides):
 
 
 def spy_generation(trainer, own_logps=True):
-    """Record (inputs, extended output, last_step) of every generation batch."""
+    """Record (inputs, extended output, last_replay) of every generation batch."""
     calls = []
     original = trainer._generate_and_score_completions
 
@@ -37,7 +37,7 @@ def spy_generation(trainer, own_logps=True):
         if own_logps:
             out = {**out, "own_logps": logps(trainer, out["prompt_ids"], out["prompt_mask"], out["completion_ids"],
                                              out["completion_mask"])}
-        calls.append((list(inputs), out, trainer.last_step))
+        calls.append((list(inputs), out, trainer.last_replay))
         return {k: v for k, v in out.items() if k != "own_logps"}
 
     trainer._generate_and_score_completions = spy

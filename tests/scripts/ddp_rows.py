@@ -91,7 +91,7 @@ def main() -> None:
     def spy(inputs):
         generate_calls.clear()
         out = original(inputs)
-        replay = trainer.last_step
+        replay = trainer.last_replay
         B = len(inputs)
         row_ids = [str(x["row_id"]) for x in inputs]
 

@@ -91,7 +91,7 @@ def main() -> None:
 
     def spy(inputs):
         out = original(inputs)  # TRL synced the weights to vLLM first when the step moved on
-        replay = trainer.last_step
+        replay = trainer.last_replay
         B = len(inputs)
         mask = out["completion_mask"].bool()
         replays, supplementary = [], []
