@@ -1,4 +1,4 @@
-"""F_div from the sampled-token estimate vs the exact token entropy, on real completions (issue 13).
+"""F_div from the sampled-token estimate vs the exact token entropy, on real completions.
 
 HiR's diversity score F_div is the token mean (or sum) of the policy's entropy H_t over a response. The estimate
 ``diversity_entropy="sampled"`` replaces H_t with -log pi(y_t) of the sampled token (its expectation over y_t is

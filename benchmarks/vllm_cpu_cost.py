@@ -1,6 +1,5 @@
 """Seconds per training step with TRL's vLLM generation (vLLM's CPU build, colocate) against transformers `generate`,
-for a HiR step (m = 6, k = 2) and a GRPO step (m = 8, ``num_replays: 0``) of the same 8 trained rows per group
-(issue 16).
+for a HiR step (m = 6, k = 2) and a GRPO step (m = 8, ``num_replays: 0``) of the same 8 trained rows per group.
 
     .venv-vllm/bin/python -m benchmarks.vllm_cpu_cost MODEL --generation vllm --method hir --steps 4 --out OUT.json
 

@@ -86,9 +86,10 @@ def main(argv: list[str] | None = None) -> dict:
     trainer.save_model(config.output_dir)
     trainer.create_model_card()
     replay = trainer.last_replay
-    for q_prime, reward in zip(replay.q_prime, replay.rewards[-len(replay.q_prime):]):
-        if q_prime is not None:
-            print(f"replay reward {reward:+.3f} (1 + 0.5 x brevity of its own (q', y)); q' = {q_prime[-1]['content']!r}")
+    for row, reward in zip(replay.new_rows, replay.rewards[-len(replay.new_rows):]):
+        if row.kind == "replay":
+            print(f"replay reward {reward:+.3f} (1 + 0.5 x brevity of its own (q', y)); "
+                  f"q' = {row.q_prime[-1]['content']!r}")
 
     benchmark = load_benchmark(data, format="hir", name="acme")
     settings = GenerationSettings(model=config.output_dir, max_tokens=16, temperature=1.0, backend="transformers")

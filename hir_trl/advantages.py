@@ -1,8 +1,9 @@
 """Advantages of a HiR generation batch: the estimators and the replay terms (torch only, no trainer).
 
-- `group_advantages`: per-row advantages from rewards and group membership, under ``advantage_estimator``
-  (``grpo``: TRL's group baseline and ``scale_rewards``; ``reinforce_pp`` / ``reinforce_pp_baseline``: the paper's
-  Reinforce++, verl's ``reinforce_plus_plus`` / ``reinforce_plus_plus_baseline``).
+- `ESTIMATORS`: the advantage estimators by ``advantage_estimator`` name (``grpo``: TRL's group baseline and
+  ``scale_rewards``; ``reinforce_pp`` / ``reinforce_pp_baseline``: the paper's Reinforce++, verl's
+  ``reinforce_plus_plus`` / ``reinforce_plus_plus_baseline``); `group_advantages` runs the chosen one on rewards and
+  group membership.
 - `add_replay_advantages`: ``replay_advantage`` 'positive' / 'paired': +w r' on each replay and (paired) -w r' on
   its source.
 - `kl_return_to_go`: the per-token KL penalty of ``kl_in_reward`` as a return-to-go (gamma 1).
@@ -20,82 +21,122 @@ from trl.trainer.utils import nanstd
 
 from .batch import group_members, loss_mask
 
-#: ``HiRConfig.advantage_estimator`` choices.
-ESTIMATORS = ("grpo", "reinforce_pp", "reinforce_pp_baseline")
 #: ``HiRConfig.replay_advantage`` choices.
 REPLAY_ADVANTAGES = ("group", "paired", "positive")
+#: The estimator `GRPOTrainer` itself computes (KL, if any, in TRL's loss): with it, no replay and no KL in the
+#: reward, a HiR generation batch is TRL's own; ``kl_in_reward`` needs one of the others.
+TRL_ESTIMATOR = "grpo"
 
 
 def _identity(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
+def grpo_advantages(rewards: torch.Tensor, members: Sequence[Sequence[int]], loss_mask: torch.Tensor, *,
+                    scale_rewards: str = "group", kl: torch.Tensor | None = None, kl_coef: float = 0.0,
+                    gather: Callable[[torch.Tensor], torch.Tensor] = _identity) -> torch.Tensor:
+    """``grpo``: (N,) reward minus the group mean, divided by the group's std (``scale_rewards="group"``) or the
+    batch's (``"batch"``) plus 1e-4, as `GRPOTrainer._generate_and_score_completions` computes them; 0 for a NaN
+    reward. ``kl`` is not used (TRL's loss holds the KL term).
+
+    Raises:
+        ValueError: an unknown ``scale_rewards``.
+    """
+    advantages = torch.zeros_like(rewards)
+    batch_std = nanstd(gather(rewards)) if scale_rewards == "batch" else None
+    for rows in members:
+        idx = torch.tensor(rows, device=rewards.device, dtype=torch.long)
+        r = rewards[idx]
+        centred = r - torch.nanmean(r)
+        if scale_rewards == "group":
+            centred = centred / (nanstd(r) + 1e-4)
+        elif scale_rewards == "batch":
+            centred = centred / (batch_std + 1e-4)
+        elif scale_rewards != "none":
+            raise ValueError(f"Invalid value for scale_rewards: {scale_rewards}")
+        advantages[idx] = centred
+    return torch.nan_to_num(advantages, nan=0.0)
+
+
+def reinforce_pp_advantages(rewards: torch.Tensor, members: Sequence[Sequence[int]], loss_mask: torch.Tensor, *,
+                            scale_rewards: str = "group", kl: torch.Tensor | None = None, kl_coef: float = 0.0,
+                            gather: Callable[[torch.Tensor], torch.Tensor] = _identity) -> torch.Tensor:
+    """``reinforce_pp`` (the paper's Reinforce++, Hu 2025; verl's ``reinforce_plus_plus``): (N, T) token returns
+    (reward at the last token, gamma 1, minus beta x KL return-to-go) whitened over all valid tokens of all ranks.
+    ``members`` and ``scale_rewards`` are not used."""
+    mask = loss_mask.to(torch.float32) * (~torch.isnan(rewards)).unsqueeze(1)
+    returns = torch.nan_to_num(rewards, nan=0.0).unsqueeze(1).expand_as(mask).clone()
+    if kl is not None:
+        returns = returns - kl_coef * kl_return_to_go(kl)
+    return _whiten(returns, mask, gather)
+
+
+def reinforce_pp_baseline_advantages(rewards: torch.Tensor, members: Sequence[Sequence[int]],
+                                     loss_mask: torch.Tensor, *, scale_rewards: str = "group",
+                                     kl: torch.Tensor | None = None, kl_coef: float = 0.0,
+                                     gather: Callable[[torch.Tensor], torch.Tensor] = _identity) -> torch.Tensor:
+    """``reinforce_pp_baseline`` (verl's ``reinforce_plus_plus_baseline``): (N, T) reward minus its group's mean
+    (KL summed into the reward), broadcast over tokens and whitened over all valid tokens of all ranks.
+    ``scale_rewards`` is not used."""
+    valid = ~torch.isnan(rewards)
+    mask = loss_mask.to(torch.float32) * valid.unsqueeze(1)
+    scores = torch.nan_to_num(rewards, nan=0.0)
+    if kl is not None:
+        scores = scores - kl_coef * kl.sum(1)
+    centred = scores.clone()
+    for rows in members:
+        idx = torch.tensor([i for i in rows if valid[i]], device=rewards.device, dtype=torch.long)
+        if len(idx):
+            centred[idx] = scores[idx] - scores[idx].mean()
+    return _whiten(centred.unsqueeze(1).expand_as(mask).clone(), mask, gather)
+
+
+def _whiten(returns: torch.Tensor, mask: torch.Tensor, gather: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """(N, T) ``returns`` minus their mean, over their std (+1e-8), both over the ``mask`` tokens of all ranks."""
+    stats = torch.stack([(returns * mask).sum(), (returns.pow(2) * mask).sum(), mask.sum()]).double()
+    total, total_sq, count = gather(stats.unsqueeze(0)).sum(0).tolist()
+    mean = total / max(count, 1.0)
+    var = (total_sq - count * mean * mean) / max(count - 1.0, 1.0)
+    return ((returns - mean) * (var + 1e-8) ** -0.5) * mask
+
+
+#: ``HiRConfig.advantage_estimator``: each name and its function ``(rewards (N,), members, loss_mask (N, T), *,
+#: scale_rewards, kl, kl_coef, gather) -> advantages``, (N,) or (N, T). A new estimator is one entry here.
+ESTIMATORS: dict[str, Callable[..., torch.Tensor]] = {
+    "grpo": grpo_advantages,
+    "reinforce_pp": reinforce_pp_advantages,
+    "reinforce_pp_baseline": reinforce_pp_baseline_advantages,
+}
+
+
 def group_advantages(rewards: torch.Tensor, members: Sequence[Sequence[int]], loss_mask: torch.Tensor, *,
                      estimator: str = "grpo", scale_rewards: str = "group", kl: torch.Tensor | None = None,
                      kl_coef: float = 0.0,
                      gather: Callable[[torch.Tensor], torch.Tensor] = _identity) -> torch.Tensor:
-    """Advantages of every row from its reward and group (paper eq. 6 with the chosen estimator).
+    """Advantages of every row from its reward and group (paper eq. 6 with the chosen estimator, `ESTIMATORS`).
 
     Args:
         rewards: (N,) per-row reward; NaN marks a row outside every estimate (padding, or a replay under
             ``replay_advantage`` 'positive' / 'paired'): its advantage is 0.
         members: row indices of each group (its m samples, supplementary samples and, under 'group', replays).
         loss_mask: (N, T) valid completion tokens.
-        estimator: ``grpo``, ``reinforce_pp`` or ``reinforce_pp_baseline``.
+        estimator: a name in `ESTIMATORS`: ``grpo``, ``reinforce_pp`` or ``reinforce_pp_baseline``.
         scale_rewards: TRL's ``GRPOConfig.scale_rewards`` (``grpo`` only): ``group``, ``batch`` or ``none``.
         kl: (N, T) per-token KL for ``kl_in_reward`` (Reinforce++ estimators only), else None.
         kl_coef: the KL coefficient beta of ``kl_in_reward``.
         gather: concatenates a tensor over ranks along dim 0 (``accelerator.gather``); identity on one process.
 
     Returns:
-        ``grpo``: (N,) reward minus the group mean, divided by the group's std (``scale_rewards="group"``) or the
-        batch's (``"batch"``) plus 1e-4, as `GRPOTrainer._generate_and_score_completions` computes them.
-        ``reinforce_pp``: (N, T) token returns (reward at the last token, gamma 1, minus beta x KL return-to-go)
-        whitened over all valid tokens of all ranks (Reinforce++, Hu 2025). ``reinforce_pp_baseline``: (N, T)
-        reward minus group mean (KL summed into the reward), broadcast over tokens and whitened the same way.
+        ``grpo``: (N,) advantages (`grpo_advantages`); ``reinforce_pp`` and ``reinforce_pp_baseline``: (N, T)
+        whitened token advantages (`reinforce_pp_advantages`, `reinforce_pp_baseline_advantages`).
 
     Raises:
         ValueError: an unknown ``estimator`` or ``scale_rewards``.
     """
-    valid = ~torch.isnan(rewards)
-    if estimator == "grpo":
-        advantages = torch.zeros_like(rewards)
-        batch_std = nanstd(gather(rewards)) if scale_rewards == "batch" else None
-        for rows in members:
-            idx = torch.tensor(rows, device=rewards.device, dtype=torch.long)
-            r = rewards[idx]
-            centred = r - torch.nanmean(r)
-            if scale_rewards == "group":
-                centred = centred / (nanstd(r) + 1e-4)
-            elif scale_rewards == "batch":
-                centred = centred / (batch_std + 1e-4)
-            elif scale_rewards != "none":
-                raise ValueError(f"Invalid value for scale_rewards: {scale_rewards}")
-            advantages[idx] = centred
-        return torch.nan_to_num(advantages, nan=0.0)
     if estimator not in ESTIMATORS:
-        raise ValueError(f"unknown advantage_estimator {estimator!r}; expected one of {ESTIMATORS}")
-
-    mask = loss_mask.to(torch.float32) * valid.unsqueeze(1)
-    scores = torch.nan_to_num(rewards, nan=0.0)
-    if estimator == "reinforce_pp":
-        returns = scores.unsqueeze(1).expand_as(mask).clone()
-        if kl is not None:
-            returns = returns - kl_coef * kl_return_to_go(kl)
-    else:
-        if kl is not None:
-            scores = scores - kl_coef * kl.sum(1)
-        centred = scores.clone()
-        for rows in members:
-            idx = torch.tensor([i for i in rows if valid[i]], device=rewards.device, dtype=torch.long)
-            if len(idx):
-                centred[idx] = scores[idx] - scores[idx].mean()
-        returns = centred.unsqueeze(1).expand_as(mask).clone()
-    stats = torch.stack([(returns * mask).sum(), (returns.pow(2) * mask).sum(), mask.sum()]).double()
-    total, total_sq, count = gather(stats.unsqueeze(0)).sum(0).tolist()
-    mean = total / max(count, 1.0)
-    var = (total_sq - count * mean * mean) / max(count - 1.0, 1.0)
-    return ((returns - mean) * (var + 1e-8) ** -0.5) * mask
+        raise ValueError(f"unknown advantage_estimator {estimator!r}; expected one of {tuple(ESTIMATORS)}")
+    return ESTIMATORS[estimator](rewards, members, loss_mask, scale_rewards=scale_rewards, kl=kl, kl_coef=kl_coef,
+                                 gather=gather)
 
 
 def kl_return_to_go(kl: torch.Tensor) -> torch.Tensor:
@@ -130,7 +171,7 @@ def add_replay_advantages(advantages: torch.Tensor, rewards: torch.Tensor, repla
                 advantages[source] -= value
 
 
-def hir_advantages(rewards: torch.Tensor, rows: Sequence[Any], num_sampled: int, group_size: int,
+def hir_advantages(rewards: torch.Tensor, new_rows: Sequence[Any], num_sampled: int, group_size: int,
                    loss_mask: torch.Tensor, *, replay_advantage: str = "positive", replay_weight: float = 1.0,
                    **estimator: Any) -> torch.Tensor:
     """Advantages of a HiR batch: B sampled rows followed by the new rows (`hir_trl.batch.NewRow`).
@@ -140,8 +181,8 @@ def hir_advantages(rewards: torch.Tensor, rows: Sequence[Any], num_sampled: int,
     advantages on a batch without replays), then `add_replay_advantages` adds the replay terms.
 
     Args:
-        rewards: (N,) reward of every row (NaN for padding), N = B + len(rows).
-        rows: the new rows; num_sampled: B; group_size: m; loss_mask: (N, T).
+        rewards: (N,) reward of every row (NaN for padding), N = B + len(new_rows).
+        new_rows: the new rows; num_sampled: B; group_size: m; loss_mask: (N, T).
         **estimator: ``estimator``, ``scale_rewards``, ``kl``, ``kl_coef``, ``gather`` of `group_advantages`.
 
     Returns:
@@ -153,31 +194,31 @@ def hir_advantages(rewards: torch.Tensor, rows: Sequence[Any], num_sampled: int,
     if replay_advantage not in REPLAY_ADVANTAGES:
         raise ValueError(f"unknown replay_advantage {replay_advantage!r}; expected one of {REPLAY_ADVANTAGES}")
     grouped = replay_advantage == "group"
-    members = group_members(rows, num_sampled, group_size, replays_in_group=grouped)
+    members = group_members(new_rows, num_sampled, group_size, replays_in_group=grouped)
     if grouped:
         return group_advantages(rewards, members, loss_mask, **estimator)
-    replays = [(num_sampled + o, row.source) for o, row in enumerate(rows) if row.kind == "replay"]
+    replays = [(num_sampled + o, row.source) for o, row in enumerate(new_rows) if row.kind == "replay"]
     index = torch.tensor([r for r, _ in replays], dtype=torch.long, device=rewards.device)
     advantages = group_advantages(rewards.index_fill(0, index, float("nan")), members, loss_mask, **estimator)
     add_replay_advantages(advantages, rewards, replays, loss_mask, replay_weight, replay_advantage == "paired")
     return advantages
 
 
-def kl_in_reward_per_token(batch: dict[str, Any], ref_logps: torch.Tensor, rows: Sequence[Any],
+def kl_in_reward_per_token(batch: dict[str, Any], ref_logps: torch.Tensor, new_rows: Sequence[Any],
                            num_sampled: int) -> torch.Tensor:
     """k1 KL estimate log pi_old - log pi_ref per token (N, T) for ``kl_in_reward`` (released code).
 
     Args:
         batch: the extended batch (``old_per_token_logps`` (N, T), ``completion_mask``, ``tool_mask``).
         ref_logps: (N, T) reference log-probs of every row under its own prompt.
-        rows: the new rows; a replay or pad takes its source's KL (computed under q), as the released code copies the
-            source's old and reference log-probs. num_sampled: B.
+        new_rows: the new rows; a replay or pad takes its source's KL (computed under q), as the released code copies
+            the source's old and reference log-probs. num_sampled: B.
 
     Returns:
         (N, T) KL per token, 0 outside the loss tokens.
     """
     kl = batch["old_per_token_logps"] - ref_logps
-    for offset, row in enumerate(rows):
+    for offset, row in enumerate(new_rows):
         if row.kind in ("replay", "pad"):
             kl[num_sampled + offset] = kl[row.source]
     return kl * loss_mask(batch)

@@ -126,11 +126,12 @@ def join_rows(parts: Sequence[dict[str, Any]], *, pad_token_id: int) -> dict[str
     return out
 
 
-def group_members(rows: Sequence[NewRow], num_sampled: int, group_size: int, replays_in_group: bool) -> list[list[int]]:
+def group_members(new_rows: Sequence[NewRow], num_sampled: int, group_size: int,
+                  replays_in_group: bool) -> list[list[int]]:
     """Row indices of each group's advantage estimate: its m samples, its supplementary samples, its pads and, when
     ``replays_in_group`` (``replay_advantage="group"``, the paper), its replays."""
     members = [list(range(g * group_size, (g + 1) * group_size)) for g in range(num_sampled // group_size)]
-    for offset, row in enumerate(rows):
+    for offset, row in enumerate(new_rows):
         if replays_in_group or row.kind != "replay":
             members[row.group].append(num_sampled + offset)
     return members
@@ -170,14 +171,14 @@ def unpadded(ids: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:
     return [ids[i][mask[i].bool()] for i in range(ids.size(0))]
 
 
-def extend_batch(output: dict[str, Any], rows: Sequence[NewRow], supplement: dict[str, Any] | None,
+def extend_batch(output: dict[str, Any], new_rows: Sequence[NewRow], supplement: dict[str, Any] | None,
                  q_prime_ids: Iterable[Sequence[int]], *, pad_token_id: int, pad_to_multiple_of: int | None = None,
                  skip: Iterable[str] = ()) -> dict[str, Any]:
     """The per-row tensors of the extended batch: the B sampled rows of ``output`` followed by ``rows``.
 
     Args:
         output: super's `_generate_and_score_completions` output (B rows).
-        rows: the new rows (`plan_new_rows`).
+        new_rows: the new rows (`plan_new_rows`).
         supplement: the supplementary samples' per-row tensors (keys of `ROW_KEYS`), or None.
         q_prime_ids: the token ids of each replay's q', in the order of the replays in ``rows``.
         pad_token_id: the tokenizer's pad token (prompts are left-padded, completions right-padded with it).
@@ -187,7 +188,7 @@ def extend_batch(output: dict[str, Any], rows: Sequence[NewRow], supplement: dic
     Returns:
         ``prompt_ids``/``prompt_mask`` (B', P') left-padded again to a common width, and every other key of
         `ROW_KEYS` that ``output`` holds except ``advantages`` (the caller computes them), as (B', ...) with
-        B' = B + len(rows): a replay or pad copies its source's completion-side values (a pad's completion mask is
+        B' = B + len(new_rows): a replay or pad copies its source's completion-side values (a pad's completion mask is
         zero), a supplementary sample brings its own.
 
     Raises:
@@ -198,7 +199,7 @@ def extend_batch(output: dict[str, Any], rows: Sequence[NewRow], supplement: dic
     supp_prompts = unpadded(supplement["prompt_ids"], supplement["prompt_mask"]) if supplement else []
     q_prime_ids = iter(q_prime_ids)
     new_prompts = list(prompt_rows)
-    for row in rows:
+    for row in new_rows:
         if row.kind == "supplementary":
             new_prompts.append(supp_prompts[row.source])
         elif row.kind == "replay":
@@ -211,7 +212,7 @@ def extend_batch(output: dict[str, Any], rows: Sequence[NewRow], supplement: dic
         "prompt_mask": pad([torch.ones_like(r) for r in new_prompts], padding_value=0, padding_side="left",
                            pad_to_multiple_of=pad_to_multiple_of).to(device),
     }
-    copied_from = torch.tensor([row.source for row in rows if row.kind != "supplementary"], dtype=torch.long,
+    copied_from = torch.tensor([row.source for row in new_rows if row.kind != "supplementary"], dtype=torch.long,
                                device=device)
     for key in ROW_KEYS - {"prompt_ids", "prompt_mask", "advantages"} - set(skip):
         if output.get(key) is None:
@@ -220,7 +221,7 @@ def extend_batch(output: dict[str, Any], rows: Sequence[NewRow], supplement: dic
         copied = iter(base[copied_from]) if len(copied_from) else iter(())
         supp = iter(supplement[key]) if supplement is not None and key in supplement else None
         parts = [base]
-        for row in rows:
+        for row in new_rows:
             if row.kind == "supplementary":
                 if supp is None:
                     raise RuntimeError(f"supplementary samples lack the batch key {key!r}")
@@ -232,66 +233,13 @@ def extend_batch(output: dict[str, Any], rows: Sequence[NewRow], supplement: dic
     return extended
 
 
-@dataclass
-class ReplayBatch:
-    """What the latest generation batch added on this rank (``HiRTrainer.last_replay``, for inspection and tests).
-
-    Row ``B + i`` of the extended batch is described by entry i of each list.
-
-    Attributes:
-        kinds: ``"supplementary"``, ``"replay"`` or ``"pad"``.
-        sources: for a replay or pad, the index of its source among the B original rows; for a supplementary
-            sample, its index among the supplementary samples.
-        groups: the group each row belongs to.
-        q_prime: the hindsight prompt of each replay (None otherwise).
-        rewards: (B + new rows,) reward of every row: verdict reward of originals and supplementary samples, 1 for
-            replays (unless re-judged), NaN for padding.
-        lam: lambda_s used for the selection.
-        choices: the `ReplayChoice` of each replay (None otherwise).
-        supplementary_verdicts: the `VerdictMatrix` of the supplementary samples, or None.
-    """
-
-    kinds: list[str]
-    sources: list[int]
-    groups: list[int]
-    q_prime: list[Any]
-    rewards: list[float]
-    lam: float
-    choices: list[Any]
-    supplementary_verdicts: Any = None
-
-    @classmethod
-    def from_rows(cls, rows: Sequence[NewRow], rewards: list[float], lam: float,
-                  supplementary_verdicts: Any = None) -> ReplayBatch:
-        return cls(kinds=[r.kind for r in rows], sources=[r.source for r in rows], groups=[r.group for r in rows],
-                   q_prime=[r.q_prime for r in rows], rewards=rewards, lam=lam, choices=[r.choice for r in rows],
-                   supplementary_verdicts=supplementary_verdicts)
-
-
-def diversity_scores(entropies: torch.Tensor, mask: torch.Tensor, aggregation: str = "mean") -> list[float]:
-    """F_div per row (paper eq. "F_div"): token entropies (B, T) in nats over the loss tokens ``mask`` (B, T),
-    averaged (``"mean"``, released code) or summed (``"sum"``, paper formula)."""
-    mask = mask.to(entropies.dtype)
-    div = (entropies * mask).sum(1)
-    if aggregation == "mean":
-        div = div / mask.sum(1).clamp(min=1.0)
-    return div.float().cpu().tolist()
-
-
-def completion_ended(completion_ids: torch.Tensor, completion_mask: torch.Tensor,
-                     eos_token_ids: Sequence[int]) -> list[bool]:
-    """Per row, whether the completion ended with an EOS token (False: cut off at ``max_completion_length``)."""
-    eos = torch.tensor(list(eos_token_ids), device=completion_ids.device)
-    return (torch.isin(completion_ids, eos) & completion_mask.bool()).any(1).tolist()
-
-
-def row_rewards(sampled: Sequence[float], rows: Sequence[NewRow], supplementary: Sequence[float] = (),
+def row_rewards(sampled: Sequence[float], new_rows: Sequence[NewRow], supplementary: Sequence[float] = (),
                 replays: dict[int, float] | None = None) -> list[float]:
-    """(B + len(rows),) reward of every row: the B sampled rows' own, then a supplementary sample's own, 1 for a
+    """(B + len(new_rows),) reward of every row: the B sampled rows' own, then a supplementary sample's own, 1 for a
     replay (or its re-judged reward, by offset among the new rows, from ``replays``) and NaN for padding."""
     replays = replays or {}
     out = list(sampled)
-    for offset, row in enumerate(rows):
+    for offset, row in enumerate(new_rows):
         out.append(supplementary[row.source] if row.kind == "supplementary" else
                    replays.get(offset, 1.0) if row.kind == "replay" else float("nan"))
     return out

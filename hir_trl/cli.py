@@ -20,6 +20,8 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
+from .errors import one_line
+
 USAGE = """usage: hir-trl <command> [options]
 
 commands:
@@ -128,7 +130,7 @@ def checkpoint_file_problem(path: Path) -> str | None:
             if bad is not None:
                 return f"member {bad} fails its CRC check"
     except Exception as exc:  # noqa: BLE001 - json, zipfile, safetensors (SafetensorError), OS errors: unreadable
-        return _one_line(exc)
+        return one_line(exc)
     return None
 
 
@@ -335,10 +337,6 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     return (ValueError, OSError, yaml.YAMLError, MissingJudgeKeyError, JudgeError, MissingDependencyError)
 
 
-def _one_line(exc: BaseException) -> str:
-    return " ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or type(exc).__name__
-
-
 def run_train(argv: Sequence[str]) -> int:
     """``hir-trl train``: parse, train, summarise; returns the exit status (0; 2: a user error, printed as one line
     unless ``--debug`` or ``HIR_TRL_DEBUG=1``; 130: interrupted)."""
@@ -355,7 +353,7 @@ def run_train(argv: Sequence[str]) -> int:
         except user_errors as exc:
             if debug:
                 raise
-            print(f"hir-trl train: error: {_one_line(exc)}", file=sys.stderr)
+            print(f"hir-trl train: error: {one_line(exc)}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:
             print("hir-trl train: interrupted before training started", file=sys.stderr)
@@ -373,7 +371,7 @@ def run_train(argv: Sequence[str]) -> int:
             close_progress_bar(trainer)
             complete = _complete_checkpoints(training_args.output_dir)
             where = f"; the last complete checkpoint is {complete[-1]}" if complete else ""
-            print(f"hir-trl train: error: stopped at step {trainer.state.global_step}: {_one_line(exc)}{where}",
+            print(f"hir-trl train: error: stopped at step {trainer.state.global_step}: {one_line(exc)}{where}",
                   file=sys.stderr)
             return 2
     return 0

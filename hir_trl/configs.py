@@ -14,7 +14,7 @@ from typing import Any
 
 from trl import GRPOConfig, ScriptArguments
 
-from .advantages import ESTIMATORS, REPLAY_ADVANTAGES
+from .advantages import ESTIMATORS, REPLAY_ADVANTAGES, TRL_ESTIMATOR
 from .judge.config import extra_kwargs_problem, judge_settings_problem
 from .replay import PROVISIONS, SCOPES, SELECTIONS
 
@@ -414,9 +414,10 @@ class HiRConfig(GRPOConfig):
                              "for replays, but num_replays is 0: set supplementary_provision: none")
         if not self.replay_weight >= 0:
             raise ValueError(f"replay_weight must be >= 0, got {self.replay_weight}")
-        if self.kl_in_reward and (self.beta <= 0 or self.advantage_estimator == "grpo"):
+        if self.kl_in_reward and (self.beta <= 0 or self.advantage_estimator == TRL_ESTIMATOR):
+            others = " or ".join(repr(name) for name in ESTIMATORS if name != TRL_ESTIMATOR)
             raise ValueError("kl_in_reward=True needs beta > 0 (the KL coefficient) and advantage_estimator "
-                             f"'reinforce_pp' or 'reinforce_pp_baseline' (got beta={self.beta}, "
+                             f"{others} (got beta={self.beta}, "
                              f"advantage_estimator={self.advantage_estimator!r})")
         check_batch_layout(self)
 

@@ -297,7 +297,7 @@ def select_rewrite(
     lam: float,
     *,
     prompts: Sequence[Any],
-    rows: Sequence[dict[str, Any]],
+    inputs: Sequence[dict[str, Any]],
     **options: Any,
 ) -> list[list[ReplayChoice]]:
     """Algorithm 1, ``Select-Rewrite(G, k)``, over a generation batch: `select_replays` then `rewrite` each choice.
@@ -305,7 +305,7 @@ def select_rewrite(
     Args:
         verdicts, diversity, group_size, k, lam, **options: as for `select_replays`.
         prompts: (B,) each response's prompt (string or messages).
-        rows: (B,) each response's dataset row, with ``task``, ``constraints`` (dicts with ``text``) and
+        inputs: (B,) each response's dataset row, with ``task``, ``constraints`` (dicts with ``text``) and
             ``template`` (`hir_trl.load_hir_dataset`'s columns).
 
     Returns:
@@ -317,8 +317,8 @@ def select_rewrite(
         rewritten = []
         for c in choices:
             i = g * group_size + c.index
-            texts = [constraint["text"] for constraint in rows[i]["constraints"]]
-            rewritten.append(rewrite(c, prompts[i], rows[i]["task"], texts, rows[i]["template"]))
+            texts = [constraint["text"] for constraint in inputs[i]["constraints"]]
+            rewritten.append(rewrite(c, prompts[i], inputs[i]["task"], texts, inputs[i]["template"]))
         out.append(rewritten)
     return out
 

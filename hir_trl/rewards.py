@@ -20,49 +20,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .chat import completion_text, instruction_text
-from .judge import JudgeError
+from .judge import Judge, judge_batch  # noqa: F401 - Judge, judge_batch: public here too
 from .verifiers import Verdict, verify_constraint
 
 #: ``HiRConfig.reward_mode`` choices: ILA (binary, all constraints met) or CLA (fraction of constraints met).
 REWARD_MODES = ("ila", "cla")
 
 logger = logging.getLogger(__name__)
-
-#: A judge for soft constraints: given (instruction, response, constraint text) triples, one Verdict each.
-Judge = Callable[[Sequence[tuple[str, str, str]]], Sequence[Verdict]]
-
-
-def judge_batch(judge: Judge | None, triples: Sequence[tuple[str, str, str]]) -> list[Verdict]:
-    """One `Verdict` per (instruction, response, constraint) triple, in order, from a single call of ``judge``.
-
-    Used by training (`ConstraintReward`) and evaluation (`hir_trl.evaluation.evaluate`). A judge that cannot give
-    the verdicts never crashes the batch: with no judge (None), when it raises, or when it returns a different
-    number of verdicts, every triple gets ``Verdict(False, error=..., source="judge")`` naming the cause, and a warning
-    is logged.
-
-    Raises:
-        hir_trl.judge.JudgeError: the judge's ``failure_policy`` is ``"raise"`` (the user asked to stop), or a subclass:
-            every request failed with an error no retry can fix (`hir_trl.judge.JudgeUnavailableError`), or the
-            verdict cache cannot be used (`hir_trl.judge.JudgeCacheError`).
-    """
-    if judge is None:
-        return [Verdict(False, error="RuntimeError: soft constraint but no judge is configured", source="judge")
-                for _ in triples]
-    try:
-        verdicts = list(judge(triples))
-    except JudgeError:  # failure_policy="raise", or a judge that cannot work at all: stop
-        raise
-    except Exception as exc:  # noqa: BLE001 - a judge failure is a recorded verdict, and said
-        error = f"{type(exc).__name__}: {exc}"
-        logger.warning("the judge raised on a batch of %d soft constraints, which count as not satisfied: %s",
-                       len(triples), error)
-        return [Verdict(False, error=error, source="judge") for _ in triples]
-    if len(verdicts) != len(triples):
-        error = f"RuntimeError: judge returned {len(verdicts)} verdicts for {len(triples)} constraints"
-        logger.warning("%s; every one counts as not satisfied", error)
-        return [Verdict(False, error=error, source="judge") for _ in triples]
-    return verdicts
-
 
 @dataclass
 class VerdictMatrix:
@@ -128,7 +92,10 @@ class ConstraintReward:
     TRL calls it as ``reward(prompts=..., completions=..., completion_ids=..., constraints=..., **columns)``
     where ``constraints`` is the dataset column of normalized constraints (see `hir_trl.data`). When TRL passes its
     ``log_extra`` hook, every row's per-constraint verdicts (rule and judge, with any error) go to the completion log's
-    ``verdicts`` column (`VerdictMatrix.log_entries`).
+    ``verdicts`` column (`VerdictMatrix.log_entries`); with its ``log_metric`` hook it logs ``reward/ila`` and
+    ``reward/cla`` (the mean over the batch's rows of every rank, leaving out the rows whose ``provisioned`` column is
+    true: samples `HiRTrainer` drew ahead for a later use, ``supplementary_provision``) and ``verify/errors`` (failed
+    checks, rule or judge, summed over ranks).
 
     Args:
         judge: called once per batch with the (instruction, response, constraint) triples of all soft
@@ -205,7 +172,7 @@ class ConstraintReward:
         return VerdictMatrix([list(row) for row in rows])  # every soft cell was filled by judge_batch
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], constraints=None,
-                 **kwargs: Any) -> list[float]:
+                 provisioned: Sequence[bool] | None = None, **kwargs: Any) -> list[float]:
         if constraints is None:
             raise ValueError("the dataset has no 'constraints' column; load it with hir_trl.load_hir_dataset")
         matrix = self.verify(prompts, completions, constraints)
@@ -213,18 +180,48 @@ class ConstraintReward:
         log_extra = kwargs.get("log_extra")  # TRL's hook for completion-log columns (one value per row)
         if callable(log_extra):
             log_extra("verdicts", matrix.log_entries(constraints))
+        log_metric = kwargs.get("log_metric")  # TRL's hook for scalar metrics (averaged over calls and ranks)
+        if callable(log_metric):
+            log_verdict_metrics(matrix, log_metric, provisioned)
         return matrix.rewards(self.reward_mode or "ila")
 
 
+def _num_processes() -> int:
+    import torch.distributed as dist
+
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def log_verdict_metrics(matrix: VerdictMatrix, log_metric: Callable[[str, float], None],
+                        provisioned: Sequence[bool] | None = None) -> None:
+    """Log ``reward/ila``, ``reward/cla`` and ``verify/errors`` of one batch through TRL's ``log_metric`` hook.
+
+    TRL averages each metric over the values logged on every rank, so ILA and CLA are logged once per row (their
+    average is the mean over all ranks' rows, provisioned rows left out), and the error count once, times the number
+    of ranks (its average is the sum over ranks).
+
+    Args:
+        matrix: the batch's verdicts (B rows).
+        log_metric: ``log_metric(name, value)``, TRL's hook (`GRPOTrainer._log_metric`).
+        provisioned: (B,) True for a row to leave out of ILA and CLA, or None (every row counts).
+    """
+    kept = [True] * len(matrix) if provisioned is None else [not flag for flag in provisioned]
+    for ila, cla, keep in zip(matrix.ila(), matrix.cla(), kept, strict=True):
+        if keep:
+            log_metric("reward/ila", ila)
+            log_metric("reward/cla", cla)
+    log_metric("verify/errors", matrix.num_errors() * _num_processes())
+
+
 def rejudge_replays(judge: Any, reward_mode: str, inputs: Sequence[dict[str, Any]], completions: Sequence[Any],
-                    rows: Sequence[Any]) -> dict[int, float]:
+                    new_rows: Sequence[Any]) -> dict[int, float]:
     """``HiRConfig.rejudge_replays``: re-judge each replay's kept soft constraints under its q'.
 
     Args:
         judge: the soft-constraint judge (its ``rejudge`` method when it has one), or None.
         reward_mode: ``"ila"`` or ``"cla"``.
         inputs, completions: the B sampled rows' dataset rows and completions.
-        rows: the new rows (`hir_trl.batch.NewRow`).
+        new_rows: the new rows (`hir_trl.batch.NewRow`).
 
     Returns:
         the reward of each replay, by its offset among the new rows, when some replay keeps a soft constraint:
@@ -232,7 +229,7 @@ def rejudge_replays(judge: Any, reward_mode: str, inputs: Sequence[dict[str, Any
         the new judge verdicts; {} when no replay keeps a soft constraint.
     """
     cells, triples = [], []
-    replays = {offset: row for offset, row in enumerate(rows) if row.kind == "replay"}
+    replays = {offset: row for offset, row in enumerate(new_rows) if row.kind == "replay"}
     kept = {offset: [j for j, met in enumerate(row.choice.satisfied) if met] for offset, row in replays.items()}
     for offset, row in replays.items():
         if judge is None:

@@ -1,4 +1,5 @@
-"""Token entropies and log-probs recorded while transformers ``generate`` samples (no extra forward pass).
+"""Token entropies and log-probs recorded while transformers ``generate`` samples (no extra forward pass), and the
+replay selection's inputs computed from them (`diversity_scores`: F_div; `completion_ended`: EOS or cut off).
 
 HiR's F_div needs each completion token's entropy H_t under the policy pi = softmax(logits / T), and the paper's
 replay ratio needs pi_old(y | q). ``generate`` computes those logits anyway, one step at a time, so a logits
@@ -29,7 +30,7 @@ installs a ``custom_generate`` on an instance.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -205,13 +206,14 @@ def sampling_logps(output: dict[str, Any], recorded: dict[str, Any] | None) -> t
     return sampled
 
 
-def entropies_and_old_logps(output: dict[str, Any], capture: dict[str, Any], *, need_old: bool, need_f_div: bool,
+def entropies_and_old_logps(output: dict[str, Any], recorded: dict[str, Any] | None,
+                            pass_entropies: torch.Tensor | None, *, need_old: bool, need_f_div: bool,
                             diversity_entropy: str | None,
                             policy_pass: Callable[[bool], tuple[torch.Tensor, torch.Tensor | None]],
                             ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """The token entropies behind F_div and the old log-probs under q of the B sampled rows, cheapest source first.
 
-    - entropies, ``diversity_entropy="exact"``: TRL's own old-log-prob pass (``capture["entropies"]``), else recorded
+    - entropies, ``diversity_entropy="exact"``: TRL's own old-log-prob pass (``pass_entropies``), else recorded
       while sampling; ``"sampled"``: -log pi(y_t) from the sampling log-probs (`sampling_logps`) or TRL's
       ``old_per_token_logps``; None: not wanted (no replays).
     - old log-probs (only when ``need_old``): the sampling log-probs.
@@ -219,7 +221,9 @@ def entropies_and_old_logps(output: dict[str, Any], capture: dict[str, Any], *, 
       what none of these gives.
 
     Args:
-        output: super's `_generate_and_score_completions` output; capture: HiR's capture of that call.
+        output: super's `_generate_and_score_completions` output.
+        recorded: the values recorded while sampling (`SamplingRecorder.per_row`), or None.
+        pass_entropies: (B, T) entropies from TRL's old-log-prob pass, or None.
         need_old: old log-probs are needed (replays with ``replay_old_logps="original"``, paper eq. 7-8, or
             ``kl_in_reward``) and TRL did not compute them.
         need_f_div: the selection uses F_div (``replay_selection`` curriculum or diversity).
@@ -228,12 +232,12 @@ def entropies_and_old_logps(output: dict[str, Any], capture: dict[str, Any], *, 
         ``(entropies, old)``: (B, T) in nats each, or None where not computed.
     """
     mask = output["completion_mask"]
-    sampled = sampling_logps(output, capture.get("recorded"))
+    sampled = sampling_logps(output, recorded)
     entropies = None
     if diversity_entropy == "exact":
-        entropies = capture.get("entropies")
+        entropies = pass_entropies
         if entropies is None:
-            entropies = recorded_tensor(capture.get("recorded"), "entropies", mask)
+            entropies = recorded_tensor(recorded, "entropies", mask)
     elif diversity_entropy is not None:
         logps = sampled if sampled is not None else output.get("old_per_token_logps")
         entropies = None if logps is None else -logps
@@ -248,5 +252,26 @@ def entropies_and_old_logps(output: dict[str, Any], capture: dict[str, Any], *, 
     return entropies, old
 
 
-__all__ = ["SamplingRecorder", "entropies_and_old_logps", "record_sampling", "recorded_tensor", "sampling_logps",
-           "sampling_changes_policy"]
+# ---------------------------------------------------------------- the inputs of the replay selection (Algorithm 1)
+# `hir_trl.replay.select_rewrite` takes plain lists (no torch); these turn the step's tensors into them.
+
+
+def diversity_scores(entropies: torch.Tensor, mask: torch.Tensor, aggregation: str = "mean") -> list[float]:
+    """F_div per row (paper eq. "F_div"): token entropies (B, T) in nats over the loss tokens ``mask`` (B, T),
+    averaged (``"mean"``, released code) or summed (``"sum"``, paper formula)."""
+    mask = mask.to(entropies.dtype)
+    div = (entropies * mask).sum(1)
+    if aggregation == "mean":
+        div = div / mask.sum(1).clamp(min=1.0)
+    return div.float().cpu().tolist()
+
+
+def completion_ended(completion_ids: torch.Tensor, completion_mask: torch.Tensor,
+                     eos_token_ids: Sequence[int]) -> list[bool]:
+    """Per row, whether the completion ended with an EOS token (False: cut off at ``max_completion_length``)."""
+    eos = torch.tensor(list(eos_token_ids), device=completion_ids.device)
+    return (torch.isin(completion_ids, eos) & completion_mask.bool()).any(1).tolist()
+
+
+__all__ = ["SamplingRecorder", "completion_ended", "diversity_scores", "entropies_and_old_logps", "record_sampling",
+           "recorded_tensor", "sampling_logps", "sampling_changes_policy"]

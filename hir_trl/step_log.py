@@ -63,25 +63,25 @@ class StepTimer:
         return [self.seconds.get(name, 0.0) for name in TIMINGS]
 
 
-def replay_counts(rows: Sequence[NewRow], rewards: Sequence[float], num_sampled: int, group_size: int, k: int,
+def replay_counts(new_rows: Sequence[NewRow], rewards: Sequence[float], num_sampled: int, group_size: int, k: int,
                   fillers: int, generated_tokens: int) -> list[float]:
     """This rank's counts behind the ``hir/*`` metrics, in the order of `COUNTS`.
 
     Args:
-        rows: the step's new rows; ``rewards``: (B + len(rows),) the reward of every row (ILA or CLA, in [0, 1]);
-            ``groups_all_failed`` counts groups whose m sampled rows all have reward < 1 (no completion met every
-            constraint), under either reward mode.
+        new_rows: the step's new rows; ``rewards``: (B + len(new_rows),) the reward of every row (ILA or CLA,
+            in [0, 1]); ``groups_all_failed`` counts groups whose m sampled rows all have reward < 1 (no completion
+            met every constraint), under either reward mode.
         num_sampled: B, sampled rows; ``group_size``: m; ``k``: replays per group.
         fillers: supplementary samples generated only to keep ranks in step; ``generated_tokens``: completion tokens
             of the B sampled rows.
     """
-    choices = [row.choice for row in rows if row.kind == "replay"]
+    choices = [row.choice for row in new_rows if row.kind == "replay"]
     groups = num_sampled // group_size
     # a success meets every constraint: reward 1 under both reward modes (ILA 1, or a CLA of 1)
     all_failed = sum(all(rewards[g * group_size + j] < 1 for j in range(group_size)) for g in range(groups))
     return [len(choices), groups * k, all_failed, groups, sum(c.integrity for c in choices),
-            sum(c.diversity for c in choices), sum(row.kind == "supplementary" for row in rows),
-            sum(row.kind == "pad" for row in rows), fillers, generated_tokens]
+            sum(c.diversity for c in choices), sum(row.kind == "supplementary" for row in new_rows),
+            sum(row.kind == "pad" for row in new_rows), fillers, generated_tokens]
 
 
 def replay_metrics(counts: Sequence[float], lam: float, group_size: int) -> dict[str, float]:
@@ -119,14 +119,14 @@ class LogRow(NamedTuple):
     verdicts: str | None = None  # a supplementary sample's ``verdicts`` column entry (`VerdictMatrix.log_entries`)
 
 
-def completion_log_rows(rows: Sequence[NewRow], inputs: Sequence[dict[str, Any]], completions: Sequence[Any],
+def completion_log_rows(new_rows: Sequence[NewRow], inputs: Sequence[dict[str, Any]], completions: Sequence[Any],
                         supplement: dict[str, Any] | None, rewards: Sequence[float], num_sampled: int,
                         group_size: int) -> list[LogRow]:
     """Completion-log entries of the new rows except padding. A replay shows q' and the indices of its kept
     constraints (JSON); a supplementary sample its per-constraint verdicts (``supplement["verdicts"]``, a
     `hir_trl.rewards.VerdictMatrix`)."""
     out = []
-    for i, row in enumerate(rows):
+    for i, row in enumerate(new_rows):
         if row.kind == "replay":
             kept = json.dumps([j for j, ok in enumerate(row.choice.satisfied) if ok])
             out.append(LogRow(row.q_prime, completions[row.source], str(inputs[row.source].get("row_id")), True,

@@ -70,6 +70,7 @@ from pathlib import Path
 from typing import Any
 
 from .chat import last_user_text
+from .errors import one_line
 from .jsonfiles import read_json, read_jsonl
 from .templates import join_instruction
 from .verifiers import FAMILIES, ifeval, iftrain, import_verifier_modules, registered_families
@@ -937,9 +938,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = synthesize(prompts, args.num_constraints, args.seed, families=args.families)
         path = write_rows(rows, args.output)
     except (ValueError, OSError) as exc:  # JSONFileError and DatasetFormatError are ValueErrors naming the line
-        from .cli import _one_line
-
-        print(f"hir-trl synth: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"hir-trl synth: error: {one_line(exc)}", file=sys.stderr)
         return 2
     counts = {kind: sum(row.get("data_source", "native") == kind for row in rows)
               for kind in ("type1", "type2", "native")}

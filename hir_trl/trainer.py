@@ -4,13 +4,15 @@ The trainer wraps `GRPOTrainer._generate_and_score_completions` (it copies no TR
 m = ``num_generations`` completions per instruction and scores them with `ConstraintReward`; then, for every group,
 HiR selects k = ``num_replays`` failed completions and rewrites their instruction to keep only the constraints they
 met (Algorithm 1, `hir_trl.replay.select_rewrite`), and appends them to the group with reward 1
-(`hir_trl.batch`), with advantages from `hir_trl.advantages`. Logging lives in `hir_trl.step_log`, the model card in
-`hir_trl.card`, and every touch of TRL's private state in `hir_trl.trl_adapter`.
+(`hir_trl.batch`), with advantages from `hir_trl.advantages`. The step's state is typed in `hir_trl.step_state`,
+logging lives in `hir_trl.step_log`, the model card in `hir_trl.card`, and every touch of TRL's private state in
+`hir_trl.trl_adapter`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import random
@@ -24,15 +26,12 @@ from trl import GRPOTrainer
 from trl.models.utils import disable_gradient_checkpointing
 
 from . import trl_adapter
-from .advantages import hir_advantages, kl_in_reward_per_token
+from .advantages import TRL_ESTIMATOR, hir_advantages, kl_in_reward_per_token
 from .batch import (
     MULTIMODAL_KEYS,
     ROW_KEYS,
     NewRow,
-    ReplayBatch,
     batch_inputs,
-    completion_ended,
-    diversity_scores,
     extend_batch,
     join_rows,
     loss_mask,
@@ -65,7 +64,14 @@ from .rewards import (
     trainer_reward,
     weighted_rewards,
 )
-from .sampling import SamplingRecorder, entropies_and_old_logps, record_sampling, sampling_logps
+from .sampling import (
+    SamplingRecorder,
+    completion_ended,
+    diversity_scores,
+    entropies_and_old_logps,
+    record_sampling,
+    sampling_logps,
+)
 from .step_log import (
     LOG_COLUMNS,
     TIMINGS,
@@ -75,6 +81,7 @@ from .step_log import (
     replay_counts,
     replay_metrics,
 )
+from .step_state import HiRCapture, HiRStep
 from .verifiers import sentence_backend
 from .vllm_cpu import check_head_size, fix_colocate_weight_sync, vllm_runs_on_cpu
 
@@ -105,7 +112,8 @@ class HiRTrainer(GRPOTrainer):
             ``reward_weights[0] x constraint reward + sum_i reward_weights[i] x fn_i`` (weights 1 when unset), where
             the constraint reward is ``HiRConfig.reward_mode``'s (ILA or CLA; 1 for a replay, which meets every
             constraint q' keeps). A replay is a new row: its functions' rewards are computed on its own (q', y)
-            (`hir_trl.rewards.extra_rewards`).
+            (`hir_trl.rewards.extra_rewards`). In a step that draws samples ahead (``supplementary_provision``),
+            the functions also get a ``provisioned`` column (True for those samples).
         judge: the soft-constraint judge for the default `ConstraintReward`.
         dataset_name: the training dataset's Hub id or path, recorded in every model card.
         **kwargs: passed to `GRPOTrainer` (``eval_dataset``, ``processing_class``, ``peft_config``, ...).
@@ -169,8 +177,8 @@ class HiRTrainer(GRPOTrainer):
             check_head_size(model)
         self.constraint_reward = reward_funcs
         self.dataset_name = dataset_name
-        self.last_replay: ReplayBatch | None = None
-        self._hir_capture: dict[str, Any] | None = None
+        self.last_replay: HiRStep | None = None  # what the latest HiR generation batch added on this rank
+        self._capture: HiRCapture | None = None  # set during each TRL call of a HiR step (`hir_trl.step_state`)
         self._replay_rng = random.Random(args.seed)
         self._timer = StepTimer()
         self._shortfalls: deque[list[int]] = deque(maxlen=PROVISION_WINDOW)  # per-group k - z, all ranks
@@ -186,8 +194,8 @@ class HiRTrainer(GRPOTrainer):
         if args.kl_in_reward:
             self.kl_coef, self.beta = self.beta, 0.0
         for name, dataset in (("train_dataset", self.train_dataset), ("eval_dataset", self.eval_dataset)):
-            for part, rows in (dataset.items() if isinstance(dataset, dict) else [(None, dataset)]):
-                self._check_prompt_lengths(rows, name if part is None else f"{name}[{part!r}]")
+            for part, split in (dataset.items() if isinstance(dataset, dict) else [(None, dataset)]):
+                self._check_prompt_lengths(split, name if part is None else f"{name}[{part!r}]")
         groups = args.generation_batch_size // args.num_generations  # the log holds k more rows per group
         trl_adapter.resize_completion_log(self, args.generation_batch_size + groups * args.num_replays)
         logger.info("HiR verifiers: sentence splitter = %s", sentence_backend())
@@ -235,14 +243,33 @@ class HiRTrainer(GRPOTrainer):
                                          f"more than {max(limit, 0):,}: {why}; shorten or remove the row, or raise "
                                          f"the limit", f"{name} row {index} (row_id {dataset[index]['row_id']!r})")
 
+    # ------------------------------------------------------------------ the step's state (`hir_trl.step_state`)
+
+    @property
+    def hir_step(self) -> bool:
+        """Whether HiR completes the current generation batch (the one place that decides it): in training, unless
+        ``num_replays=0`` with TRL's own estimator (``grpo``) and no KL in the reward, where TRL's batch is used as
+        it is (`_generate_and_score_completions`)."""
+        args = self.args
+        return self.model.training and (args.num_replays > 0 or args.advantage_estimator != TRL_ESTIMATOR
+                                        or bool(self.kl_coef))
+
+    def _new_capture(self, *, share_old_pass: bool = False, entropies: bool = True) -> HiRCapture:
+        """The `HiRCapture` of one TRL call in a HiR step: record log-probs while sampling when the step needs them
+        (replays, ``kl_in_reward``) and ``generate`` can record them; entropies too for F_div when ``entropies``."""
+        record = self._no_recording_reason is None and bool(self.args.num_replays or self.kl_coef)
+        return HiRCapture(share_old_pass=share_old_pass, record_logps=record,
+                          record_entropies=record and entropies and self.args.diversity_entropy == "exact")
+
     # ------------------------------------------------------------------ TRL hooks (each calls super())
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        """Override of `GRPOTrainer._calculate_rewards`: keep this rank's verdicts and rewards and log ILA / CLA.
+        """Override of `GRPOTrainer._calculate_rewards`: keep, in a HiR step, what the step needs from TRL's reward
+        call and TRL does not return: the prompts and decoded completions, `ConstraintReward`'s verdicts and this
+        rank's (B, F) rows of ``rewards_per_func`` (the extra reward functions' rewards enter the replays' groups).
 
-        Calls super (which calls `ConstraintReward` and each extra reward function once per row), then records
-        ``reward/ila`` and ``reward/cla`` over all ranks' original rows and ``verify/errors`` (failed checks, a
-        count); the HiR capture gets this rank's verdicts and its (B, F) rows of ``rewards_per_func``.
+        Calls super (which calls `ConstraintReward` and each extra reward function once per row; `ConstraintReward`
+        logs ``reward/ila``, ``reward/cla`` and ``verify/errors`` through TRL's ``log_metric``).
 
         Returns:
             super's (B_global, F) rewards tensor (F reward functions, the constraint reward first), unchanged.
@@ -255,22 +282,11 @@ class HiRTrainer(GRPOTrainer):
         verdicts = self.constraint_reward.last_verdicts
         if verdicts is None or len(verdicts) != len(prompts):
             raise RuntimeError("ConstraintReward did not record one verdict row per completion")
-        sampled = (self._hir_capture or {}).get("sampled_rows")  # provisioned samples are left out
-        ila, cla = verdicts.ila(), verdicts.cla()
-        if sampled is not None:
-            ila, cla = [ila[i] for i in sampled], [cla[i] for i in sampled]
-        local = torch.tensor([sum(ila), sum(cla), len(ila), verdicts.num_errors()],
-                             dtype=torch.float64, device=self.accelerator.device)
-        ila, cla, count, errors = self.accelerator.gather(local).view(-1, 4).sum(0).tolist()
-        metrics = self._metrics["train" if self.model.training else "eval"]
-        metrics["reward/ila"].append(ila / count)
-        metrics["reward/cla"].append(cla / count)
-        metrics["verify/errors"].append(errors)
-        if self._hir_capture is not None:
+        if self._capture is not None:
             local = slice(self.accelerator.process_index * len(prompts),
                           (self.accelerator.process_index + 1) * len(prompts))
-            self._hir_capture.update(prompts=prompts, completions=completions, verdicts=verdicts,
-                                     rewards_per_func=rewards_per_func[local].tolist())
+            self._capture.prompts, self._capture.completions = prompts, completions
+            self._capture.verdicts, self._capture.rewards_per_func = verdicts, rewards_per_func[local].tolist()
         return rewards_per_func
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep,
@@ -283,13 +299,13 @@ class HiRTrainer(GRPOTrainer):
         Returns:
             ``(logps (B, T), entropies (B, T) or None, aux_loss)`` as super does.
         """
-        capture = self._hir_capture
-        share = capture is not None and capture.get("share_old_pass") and "entropies" not in capture
+        capture = self._capture
+        share = capture is not None and capture.share_old_pass and capture.entropies is None
         logps, entropies, aux = super()._get_per_token_logps_and_entropies(
             model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
             compute_entropy=compute_entropy or share, **kwargs)
         if share:
-            capture["entropies"] = entropies
+            capture.entropies = entropies
         return logps, (entropies if compute_entropy else None), aux
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
@@ -303,29 +319,28 @@ class HiRTrainer(GRPOTrainer):
         this is super's call unchanged.
 
         Returns:
-            super's ``(completion_ids, logprobs)``, unchanged; the recorded values go to the current HiR capture
-            (``"recorded"``: per completion, (n_i,) ``logps`` and ``entropies``).
+            super's ``(completion_ids, logprobs)``, unchanged; the recorded values go to the current
+            `HiRCapture` (``recorded``: per completion, (n_i,) ``logps`` and ``entropies``).
         """
-        capture = self._hir_capture
-        if capture is None or self._no_recording_reason is not None or not (self.args.num_replays or self.kl_coef):
+        capture = self._capture
+        if capture is None or not capture.record_logps:
             return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
                                                  has_tool_images)
-        recorder = SamplingRecorder(self.temperature,
-                                    entropy=self.args.diversity_entropy == "exact" and capture.get("entropy", True))
+        recorder = SamplingRecorder(self.temperature, entropy=capture.record_entropies)
         with record_sampling(self.accelerator.unwrap_model(self.model_wrapped), recorder):
             completion_ids, logprobs = super()._generate_single_turn(prompt_ids, images, multimodal_fields,
                                                                      num_generations, has_tool_images)
-        capture["recorded"] = recorder.per_row(completion_ids)
+        capture.recorded = recorder.per_row(completion_ids)
         self._timer.seconds["recording"] += recorder.seconds
-        if capture["recorded"] is None:
+        if capture.recorded is None:
             logger.warning("HiR's sampling recorder saw no decoding step; falling back to a no-grad pass")
         return completion_ids, logprobs
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         """Override of `GRPOTrainer._generate_and_score_completions`: complete every group to m + k rows.
 
-        Calls super for the m sampled completions per instruction. In training (unless ``num_replays=0`` with the
-        ``grpo`` estimator and no KL in the reward, where super's output is returned unchanged), it then appends,
+        Calls super for the m sampled completions per instruction. In a HiR step (`hir_step`; otherwise super's
+        output is returned unchanged), it then appends,
         after the B original rows of this rank and group by group: supplementary samples under q
         (``replay_shortfall="resample"``, for groups with fewer than k candidates), the hindsight rows (q', the
         source's completion, reward 1) and zero-weight padding (``"pad"``). Every rank adds (B / m) x k rows.
@@ -346,7 +361,7 @@ class HiRTrainer(GRPOTrainer):
             NotImplementedError: a multimodal batch, or a batch key HiR cannot extend.
         """
         args = self.args
-        if not (self.model.training and (args.num_replays > 0 or args.advantage_estimator != "grpo" or self.kl_coef)):
+        if not self.hir_step:
             output = super()._generate_and_score_completions(inputs)
             self._log_judge_metrics()
             if trl_adapter.has_log_columns(self, LOG_COLUMNS):  # e.g. evaluation batches during HiR training
@@ -364,22 +379,25 @@ class HiRTrainer(GRPOTrainer):
                                 args.supplementary_provision, args.supplementary_provision_coverage)
         if len(inputs) % m:
             extra = 0  # not whole groups: `_complete_groups` says so
-        self._hir_capture = {"share_old_pass": share}
+        self._capture = self._new_capture(share_old_pass=share)
         try:
             if extra:  # the first call also draws `extra` samples per group (``supplementary_provision``)
                 sampled, provisioned_rows = provisioned_split(len(inputs) // m, m, extra)
-                self._hir_capture["sampled_rows"] = sampled
+                # the ``provisioned`` column: `ConstraintReward` leaves these rows out of reward/ila and reward/cla
+                marked = [{**x, "provisioned": False} for x in provisioned_inputs(inputs, m, extra)]
+                for i in provisioned_rows:
+                    marked[i]["provisioned"] = True
                 with trl_adapter.generation_group_size(self, m + extra), trl_adapter.keep_logged_rows(self) as keep:
-                    output = super()._generate_and_score_completions(provisioned_inputs(inputs, m, extra))
+                    output = super()._generate_and_score_completions(marked)
                     flags = [False] * len(output["completion_ids"])
                     for i in sampled:
                         flags[i] = True
                     keep.extend(gather_object(flags))  # TRL logged every rank's rows; the provisioned ones leave
             else:
                 output = super()._generate_and_score_completions(inputs)
-            capture = self._hir_capture
+            capture = self._capture
         finally:
-            self._hir_capture = None
+            self._capture = None
         provisioned = None
         if extra:
             output, capture, provisioned = self._split_provisioned(output, capture, sampled, provisioned_rows)
@@ -446,30 +464,31 @@ class HiRTrainer(GRPOTrainer):
 
     # ------------------------------------------------------------------ one HiR step (Algorithm 2, lines 4-9)
 
-    def _split_provisioned(self, output, capture, sampled, provisioned_rows):
+    def _split_provisioned(self, output, capture: HiRCapture, sampled, provisioned_rows):
         """Split a first call that also drew provisioned samples (`hir_trl.batch.provisioned_inputs`) into the B
         sampled rows (``output``, ``capture``) and the provisioned ones: their per-row tensors, ``prompts``,
         ``completions``, ``verdict_rows`` and ``recorded_logps`` (or None), group 0's first."""
-        n = len(capture["prompts"])
-        rows = {"prompts": capture["prompts"], "completions": capture["completions"],
-                "verdict_rows": capture["verdicts"].verdicts, "rewards_per_func": capture["rewards_per_func"]}
-        recorded = capture.get("recorded")
+        n = len(capture.prompts)
+        columns = {"prompts": capture.prompts, "completions": capture.completions,
+                   "verdict_rows": capture.verdicts.verdicts, "rewards_per_func": capture.rewards_per_func}
+        recorded = capture.recorded
         if recorded:
-            rows.update({f"recorded_{key}": values for key, values in recorded.items()})
-        if capture.get("entropies") is not None:
-            rows["entropies"] = capture["entropies"]
-        table = {**{key: value for key, value in output.items() if value is not None}, **rows}
+            columns.update({f"recorded_{key}": values for key, values in recorded.items()})
+        if capture.entropies is not None:
+            columns["entropies"] = capture.entropies
+        table = {**{key: value for key, value in output.items() if value is not None}, **columns}
         kept, provisioned = take_rows(table, sampled, n), take_rows(table, provisioned_rows, n)
-        capture = {**capture, "prompts": kept.pop("prompts"), "completions": kept.pop("completions"),
-                   "verdicts": VerdictMatrix(kept.pop("verdict_rows")), "rewards_per_func": kept.pop("rewards_per_func")}
+        capture = dataclasses.replace(
+            capture, prompts=kept.pop("prompts"), completions=kept.pop("completions"),
+            verdicts=VerdictMatrix(kept.pop("verdict_rows")), rewards_per_func=kept.pop("rewards_per_func"))
         if recorded:
-            capture["recorded"] = {key: kept.pop(f"recorded_{key}") for key in recorded}
+            capture.recorded = {key: kept.pop(f"recorded_{key}") for key in recorded}
         if "entropies" in kept:
-            capture["entropies"] = kept.pop("entropies")
+            capture.entropies = kept.pop("entropies")
         provisioned.pop("entropies", None)
         return {**output, **kept}, capture, provisioned
 
-    def _complete_groups(self, inputs, output, capture, provisioned=None) -> dict[str, Any]:
+    def _complete_groups(self, inputs, output, capture: HiRCapture, provisioned=None) -> dict[str, Any]:
         """Steps 1-6 of a HiR generation batch on this rank's B sampled rows (see `_generate_and_score_completions`);
         ``provisioned``: the samples the first call drew beside them (`_split_provisioned`), or None."""
         unsupported = MULTIMODAL_KEYS.intersection(output)
@@ -479,7 +498,7 @@ class HiRTrainer(GRPOTrainer):
             if key not in ROW_KEYS and key != "num_items_in_batch" and value is not None:
                 raise NotImplementedError(f"HiRTrainer cannot extend the batch key {key!r}")
         args, m, k = self.args, self.num_generations, self.args.num_replays
-        prompts, completions, verdicts = capture["prompts"], capture["completions"], capture["verdicts"]
+        prompts, completions, verdicts = capture.prompts, capture.completions, capture.verdicts
         B = len(prompts)
         if B % m:
             raise RuntimeError(f"this rank holds {B} completions, not whole groups of {m}")
@@ -489,7 +508,8 @@ class HiRTrainer(GRPOTrainer):
         need_old = "old_per_token_logps" not in output and bool(
             self.kl_coef or (k > 0 and args.replay_old_logps == "original"))
         entropies, old = entropies_and_old_logps(
-            output, capture, need_old=need_old, diversity_entropy=args.diversity_entropy if k > 0 else None,
+            output, capture.recorded, capture.entropies, need_old=need_old,
+            diversity_entropy=args.diversity_entropy if k > 0 else None,
             need_f_div=k > 0 and args.replay_selection in ("curriculum", "diversity"),
             policy_pass=lambda exact: self._policy_pass(self.model, output["prompt_ids"], output["prompt_mask"],
                                                         output["completion_ids"], output["completion_mask"],
@@ -507,7 +527,7 @@ class HiRTrainer(GRPOTrainer):
                 eligible = None if args.replay_truncated_completions else completion_ended(
                     output["completion_ids"], output["completion_mask"], self.eos_token_ids)
                 picked = select_rewrite(
-                    [verdicts.passed(r) for r in range(B)], diversity, m, k, lam, prompts=prompts, rows=inputs,
+                    [verdicts.passed(r) for r in range(B)], diversity, m, k, lam, prompts=prompts, inputs=inputs,
                     scope=args.replay_scope, selection=args.replay_selection, min_satisfied=args.replay_min_satisfied,
                     rng=self._replay_rng, eligible=eligible)
                 fill = allocate_shortfall([len(p) for p in picked], k)
@@ -532,54 +552,55 @@ class HiRTrainer(GRPOTrainer):
                                                        device=self.accelerator.device)).sum().item()))
 
         # 4. The extended batch: the sampled rows, then supplementary samples, replays (q', y) and padding.
-        rows = plan_new_rows(picked, fill if resample else taken, [0] * len(rest) if resample else rest, m)
+        new_rows = plan_new_rows(picked, fill if resample else taken, [0] * len(rest) if resample else rest, m)
         with self._timer.timed("assembly"):
-            q_primes = [row.q_prime for row in rows if row.kind == "replay"]
+            q_primes = [row.q_prime for row in new_rows if row.kind == "replay"]
             extended = extend_batch(
-                output, rows, supplement, trl_adapter.tokenize_prompts(self, q_primes) if q_primes else [],
+                output, new_rows, supplement, trl_adapter.tokenize_prompts(self, q_primes) if q_primes else [],
                 pad_token_id=self._tokenizer.pad_token_id, pad_to_multiple_of=self.pad_to_multiple_of,
                 skip=("ref_per_token_logps",) if self.kl_coef else ())
-            self._replay_passes(extended, rows, B)
+            self._replay_passes(extended, new_rows, B)
 
         # 5. Rewards (`_row_rewards`: replays 1 plus their own extra rewards, pads NaN) and advantages
         #    (`hir_trl.advantages.hir_advantages`).
-        rewards = self._row_rewards(inputs, output, capture, rows, supplement)
+        rewards = self._row_rewards(inputs, output, capture, new_rows, supplement)
         extended["advantages"] = hir_advantages(
-            torch.tensor(rewards, dtype=torch.float32, device=self.accelerator.device), rows, B, m,
+            torch.tensor(rewards, dtype=torch.float32, device=self.accelerator.device), new_rows, B, m,
             loss_mask(extended), replay_advantage=args.replay_advantage, replay_weight=args.replay_weight,
             estimator=args.advantage_estimator, scale_rewards=self.scale_rewards,
-            kl=kl_in_reward_per_token(extended, self._reference_logps(*batch_inputs(extended)), rows, B)
+            kl=kl_in_reward_per_token(extended, self._reference_logps(*batch_inputs(extended)), new_rows, B)
             if self.kl_coef else None, kl_coef=self.kl_coef,
             gather=self.accelerator.gather)
         extended["num_items_in_batch"] = self.accelerator.gather(loss_mask(extended).sum()).sum()
 
         # 6. Metrics, the completion log and `last_replay`.
-        self._log_step(inputs, extended, rows, supplement, completions, lam, rewards, B,
+        self._log_step(inputs, extended, new_rows, supplement, completions, lam, rewards, B,
                        0 if provisioned is None else int(provisioned["completion_mask"].sum().item()))
         return extended
 
-    def _row_rewards(self, inputs, output, capture, rows: list[NewRow], supplement) -> list[float]:
-        """(B + len(rows),) reward of every row of the extended batch, each TRL's weighted sum over the reward
+    def _row_rewards(self, inputs, output, capture: HiRCapture, new_rows: list[NewRow], supplement) -> list[float]:
+        """(B + len(new_rows),) reward of every row of the extended batch, each TRL's weighted sum over the reward
         functions (`hir_trl.rewards.weighted_rewards`, ``reward_weights``): the sampled and supplementary rows'
         from TRL's own reward call; a replay's constraint reward is 1 (or re-judged, ``rejudge_replays``) and its
         extra rewards are computed on its own (q', y), with its kept constraints (`hir_trl.rewards.extra_rewards`);
         a pad's is NaN."""
         weights, mode = self.reward_weights.tolist(), self.args.reward_mode
 
-        def per_func(part):  # the constraint reward from the verdicts (exact), the others from TRL's call (float32)
-            return [[reward, *others[1:]] for reward, others in zip(part["verdicts"].rewards(mode),
-                                                                     part["rewards_per_func"], strict=True)]
+        def per_func(verdicts, rewards_per_func):  # the constraint reward from the verdicts (exact), the others
+            return [[reward, *others[1:]]            # from TRL's call (float32)
+                    for reward, others in zip(verdicts.rewards(mode), rewards_per_func, strict=True)]
 
-        sampled = weighted_rewards(per_func(capture), weights)
-        supplementary = weighted_rewards(per_func(supplement), weights) if supplement is not None else []
-        replays = [(offset, row) for offset, row in enumerate(rows) if row.kind == "replay"]
+        sampled = weighted_rewards(per_func(capture.verdicts, capture.rewards_per_func), weights)
+        supplementary = (weighted_rewards(per_func(supplement["verdicts"], supplement["rewards_per_func"]), weights)
+                         if supplement is not None else [])
+        replays = [(offset, row) for offset, row in enumerate(new_rows) if row.kind == "replay"]
         constraint = {offset: 1.0 for offset, _ in replays}
         if self.args.rejudge_replays:
             constraint.update(rejudge_replays(self.constraint_reward.judge, self.args.reward_mode, inputs,
-                                              capture["completions"], rows))
+                                              capture.completions, new_rows))
         extras = extra_rewards(
             self.extra_reward_funcs, [row.q_prime for _, row in replays],
-            [capture["completions"][row.source] for _, row in replays],
+            [capture.completions[row.source] for _, row in replays],
             [output["completion_ids"][row.source][output["completion_mask"][row.source].bool()].tolist()
              for _, row in replays],
             [{**inputs[row.source], "prompt": row.q_prime,
@@ -588,7 +609,7 @@ class HiRTrainer(GRPOTrainer):
             self.state) if self.extra_reward_funcs and replays else [[] for _ in replays]
         replay_rewards = weighted_rewards([[constraint[offset], *extra] for (offset, _), extra in zip(replays, extras)],
                                           weights)
-        return row_rewards(sampled, rows, supplementary, dict(zip(constraint, replay_rewards)))
+        return row_rewards(sampled, new_rows, supplementary, dict(zip(constraint, replay_rewards)))
 
     def _policy_pass(self, model, prompt_ids, prompt_mask, completion_ids, completion_mask, entropy=False,
                      timer: str | None = None):
@@ -614,7 +635,7 @@ class HiRTrainer(GRPOTrainer):
         with use_adapter(model, adapter_name="ref" if "ref" in model.peft_config else None):
             return self._policy_pass(self.model, prompt_ids, prompt_mask, completion_ids, completion_mask)[0]
 
-    def _replay_passes(self, extended: dict[str, Any], rows: list[NewRow], B: int) -> None:
+    def _replay_passes(self, extended: dict[str, Any], new_rows: list[NewRow], B: int) -> None:
         """The passes under q' (in place): a replay's old log-probs for ``replay_old_logps="hindsight"`` (its vLLM
         correction then the identity) and its reference log-probs when ``beta > 0``.
 
@@ -625,10 +646,10 @@ class HiRTrainer(GRPOTrainer):
         """
         hindsight = self.args.replay_old_logps == "hindsight" and any(
             key in extended for key in ("old_per_token_logps", "sampling_per_token_logps"))
-        if not rows or not (hindsight or "ref_per_token_logps" in extended):
+        if not new_rows or not (hindsight or "ref_per_token_logps" in extended):
             return
         new = [tensor[B:] for tensor in batch_inputs(extended)]
-        keep = torch.tensor([row.kind == "replay" for row in rows], device=new[0].device).unsqueeze(1)
+        keep = torch.tensor([row.kind == "replay" for row in new_rows], device=new[0].device).unsqueeze(1)
         if hindsight:
             old_q_prime, _ = self._policy_pass(self.model, *new, timer="replay_passes")
             for key, value in (("old_per_token_logps", old_q_prime), ("sampling_per_token_logps", old_q_prime),
@@ -661,21 +682,21 @@ class HiRTrainer(GRPOTrainer):
             return None
         m = self.num_generations
         extra = [inputs[g * m] for g, c in enumerate(fill) for _ in range(c)] + [inputs[0]] * (most - need)
-        self._hir_capture = {"share_old_pass": False, "entropy": False}  # no F_div for supplementary samples
+        self._capture = self._new_capture(entropies=False)  # no F_div for supplementary samples
         try:
             with trl_adapter.one_completion_per_prompt(self), trl_adapter.discard_records(self, len(extra)):
                 out = super()._generate_and_score_completions(extra)
-            capture = self._hir_capture
+            capture = self._capture
         finally:
-            self._hir_capture = None
+            self._capture = None
         generated = int(self.accelerator.gather(out["completion_mask"].sum()).sum().item())
         if "old_per_token_logps" in output and "old_per_token_logps" not in out:
-            out["old_per_token_logps"] = self._sampled_old_logps(out, capture.get("recorded"))
+            out["old_per_token_logps"] = self._sampled_old_logps(out, capture.recorded)
         kept = {key: value[:need] for key, value in out.items()
                 if isinstance(value, torch.Tensor) and value.dim() > 0 and value.size(0) == len(extra)}
-        kept.update(prompts=capture["prompts"][:need], completions=capture["completions"][:need],
-                    verdicts=VerdictMatrix(capture["verdicts"].verdicts[:need]),
-                    rewards_per_func=capture["rewards_per_func"][:need],
+        kept.update(prompts=capture.prompts[:need], completions=capture.completions[:need],
+                    verdicts=VerdictMatrix(capture.verdicts.verdicts[:need]),
+                    rewards_per_func=capture.rewards_per_func[:need],
                     fillers=most - need, generated_tokens=generated)
         return kept
 
@@ -725,12 +746,12 @@ class HiRTrainer(GRPOTrainer):
                                        batch["completion_mask"], timer="extra_pass")
         return old
 
-    def _log_step(self, inputs, extended, rows: list[NewRow], supplement, completions, lam, rewards, B,
+    def _log_step(self, inputs, extended, new_rows: list[NewRow], supplement, completions, lam, rewards, B,
                   provisioned_tokens: int = 0) -> None:
         """Step 6: the ``hir/*`` metrics (summed over ranks), the completion log's new rows and `last_replay`.
         ``provisioned_tokens``: completion tokens of this rank's provisioned samples, used or dropped."""
         m, device = self.num_generations, self.accelerator.device
-        local = replay_counts(rows, rewards, B, m, self.args.num_replays,
+        local = replay_counts(new_rows, rewards, B, m, self.args.num_replays,
                               fillers=supplement["fillers"] if supplement is not None else 0,
                               generated_tokens=int(extended["completion_mask"][:B].sum().item()) + provisioned_tokens)
         counts = self.accelerator.gather(torch.tensor(local, dtype=torch.float64, device=device))
@@ -742,9 +763,10 @@ class HiRTrainer(GRPOTrainer):
         advantages = sequence_advantages(extended)
         trl_adapter.log_hindsight_rows(
             self, gather_object([str(x.get("row_id")) for x in inputs]), gather_object(advantages[:B].tolist()),
-            gather_object(completion_log_rows(rows, inputs, completions, supplement, rewards, B, m)),
-            gather_object([advantages[B + i].item() for i, row in enumerate(rows) if row.kind != "pad"]))
-        self.last_replay = ReplayBatch.from_rows(rows, rewards, lam, supplement["verdicts"] if supplement else None)
+            gather_object(completion_log_rows(new_rows, inputs, completions, supplement, rewards, B, m)),
+            gather_object([advantages[B + i].item() for i, row in enumerate(new_rows) if row.kind != "pad"]))
+        self.last_replay = HiRStep(new_rows=list(new_rows), rewards=rewards, lam=lam,
+                                 supplementary_verdicts=supplement["verdicts"] if supplement else None)
 
     def _log_judge_metrics(self) -> None:
         """Log the judge's ``judge/*`` metrics since the last call (`hir_trl.step_log.judge_metrics`)."""
@@ -755,5 +777,5 @@ class HiRTrainer(GRPOTrainer):
                 logged[name].append(value)
 
 
-__all__ = ["HIR_PAPER", "card_fields", "HiRTrainer", "ReplayBatch", "SoftConstraintsWithoutJudgeError",
+__all__ = ["HIR_PAPER", "card_fields", "HiRStep", "HiRTrainer", "SoftConstraintsWithoutJudgeError",
            "check_batch_layout", "check_soft_constraints_judged", "hir_card_section"]

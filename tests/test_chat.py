@@ -10,9 +10,9 @@ from hir_trl import ConstraintReward
 from hir_trl.batch import NewRow
 from hir_trl.chat import completion_text, instruction_text, last_user_text, message_text, prompt_text
 from hir_trl.evaluation import evaluate, load_benchmark
-from hir_trl.judge import JudgeError
+from hir_trl.judge import JudgeError, judge_batch
 from hir_trl.replay import ReplayChoice
-from hir_trl.rewards import judge_batch, rejudge_replays
+from hir_trl.rewards import rejudge_replays
 from hir_trl.synth import prompt_of
 from hir_trl.verifiers import Verdict
 

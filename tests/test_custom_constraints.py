@@ -174,17 +174,17 @@ def test_a_registered_constraint_trains_replays_and_extra_rewards_score_the_repl
     assert set(prompts_seen) == {row["prompt"][-1]["content"] for row in dataset}
     # the sampled rows: 1 x CLA (1 of 2 met) + 0.5 x secret(q, y) = 0.5 + 1.0
     assert replay.rewards[:B] == [1.5] * B
-    replays = [i for i, kind in enumerate(replay.kinds) if kind == "replay"]
+    replays = [i for i, new_row in enumerate(replay.new_rows) if new_row.kind == "replay"]
     assert len(replays) == 4  # k = 2 per group, every failure is a candidate
     for i in replays:
-        q_prime = replay.q_prime[i][-1]["content"]
+        q_prime = replay.new_rows[i].q_prime[-1]["content"]
         assert ALWAYS_TEXT in q_prime and NEVER_TEXT not in q_prime
-        assert tuple(replay.choices[i].satisfied) == (True, False)
+        assert tuple(replay.new_rows[i].choice.satisfied) == (True, False)
         # 1 (the replay meets what q' keeps) + 0.5 x secret(q', y) = 1 - 0.5; a copy of the source's would be 2.0
         assert replay.rewards[B + i] == pytest.approx(0.5)
     # the extra function's replay call: q' and the source's completion, the kept constraints only
     replay_prompts, replay_completions, replay_constraints, keys = calls[-1]
-    assert [p[-1]["content"] for p in replay_prompts] == [replay.q_prime[i][-1]["content"] for i in replays]
+    assert [p[-1]["content"] for p in replay_prompts] == [replay.new_rows[i].q_prime[-1]["content"] for i in replays]
     assert all([c["text"] for c in kept] == [ALWAYS_TEXT] for kept in replay_constraints)
     assert {"completion_ids", "trainer_state", "task", "row_id"} <= set(keys)
     assert len(replay_completions) == 4
@@ -374,7 +374,7 @@ def test_readme_example_runs_verbatim(tmp_path, monkeypatch, capsys):
     assert trainer.state.global_step == 2 and trainer.reward_func_names == ["cla", "brevity"]
     printed = capsys.readouterr().out
     assert "'role': 'user'" in printed
-    kept = [q[-1]["content"] for q in trainer.last_replay.q_prime if q is not None]
+    kept = [row.q_prime[-1]["content"] for row in trainer.last_replay.new_rows if row.q_prime is not None]
     assert kept and all(q.startswith(("Describe our kettle.", "Advertise our toaster.", "Review our blender."))
                         for q in kept)
     rewards = trainer.last_replay.rewards

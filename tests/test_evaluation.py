@@ -671,7 +671,7 @@ def test_plot_png_of_per_category_accuracy(tmp_path, capsys, two_rows):
 
 
 # --------------------------------------------------------------------------------------------------
-# No quietly wrong number (issue 15, section 4)
+# No quietly wrong number: ambiguous runs are refused, not merged
 # --------------------------------------------------------------------------------------------------
 
 

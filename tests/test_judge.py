@@ -20,6 +20,7 @@ import time
 import pytest
 
 from hir_trl import ConstraintReward, HiRConfig, HiRTrainer, load_hir_dataset
+from hir_trl.data import has_soft_constraints
 from hir_trl.judge import (
     JUDGE_PROMPT_TEMPLATE,
     NO_KEY,
@@ -30,11 +31,10 @@ from hir_trl.judge import (
     VerdictCache,
     build_judge,
     format_judge_prompt,
-    has_soft_constraints,
+    judge_batch,
     parse_yes_no,
     verdict_from_logprobs,
 )
-from hir_trl.rewards import judge_batch
 from hir_trl.verifiers import Verdict
 
 from .conftest import REPO_ROOT

@@ -1,4 +1,4 @@
-"""Issue 3: every paper/code variant of the objective, one config field away, tested on CPU with a tiny model."""
+"""Every paper/code variant of the objective, one config field away, tested on CPU with a tiny model."""
 
 from __future__ import annotations
 
@@ -35,10 +35,10 @@ def test_replay_old_logps_with_iterations_and_accumulation(tmp_path, tiny_model_
     assert len(calls) == 1  # 2 optimizer steps x 2 micro-batches = 4 micro-steps = 2 iterations of one generation
     inputs, out, replay = calls[0]
     B = len(inputs)
-    replays = [i for i, kind in enumerate(replay.kinds) if kind == "replay"]
+    replays = [i for i, new_row in enumerate(replay.new_rows) if new_row.kind == "replay"]
     assert replays
     for i in replays:
-        row, src = B + i, replay.sources[i]
+        row, src = B + i, replay.new_rows[i].source
         mask = out["completion_mask"][row].bool()
         expected = out["own_logps"][src] if mode == "original" else out["own_logps"][row]  # under q or under q'
         assert torch.allclose(out["old_per_token_logps"][row][mask], expected[mask], atol=1e-4)
@@ -56,9 +56,9 @@ def test_reference_logps_of_replays_are_under_q_prime(tmp_path, tiny_model_path,
         expected, _, _ = trainer._get_per_token_logps_and_entropies(
             ref, torch.cat([out["prompt_ids"], out["completion_ids"]], 1),
             torch.cat([out["prompt_mask"], out["completion_mask"]], 1), out["completion_ids"].size(1))
-    for i, kind in enumerate(replay.kinds):
+    for i, kind in enumerate([r.kind for r in replay.new_rows]):
         if kind == "replay":
-            row, src = B + i, replay.sources[i]
+            row, src = B + i, replay.new_rows[i].source
             mask = out["completion_mask"][row].bool()
             assert torch.allclose(out["ref_per_token_logps"][row][mask], expected[row][mask], atol=1e-4)
             # and not the source's (under q)
@@ -85,11 +85,11 @@ def test_resample_fills_every_group_with_real_samples(tmp_path, tiny_model_path,
     trainer.train()
     inputs, out, replay = calls[0]
     B, G = len(inputs), len(inputs) // M
-    assert replay.kinds == ["supplementary"] * (G * K)
-    assert [replay.groups.count(g) for g in range(G)] == [K] * G  # m + k real rows per group
+    assert [r.kind for r in replay.new_rows] == ["supplementary"] * (G * K)
+    assert [[r.group for r in replay.new_rows].count(g) for g in range(G)] == [K] * G  # m + k real rows per group
     assert generated == [B, G * K]  # never more than m + (k - z) samples per group
     assert out["completion_mask"][B:].sum() > 0  # real rows, trained
-    for i, g in enumerate(replay.groups):
+    for i, g in enumerate([r.group for r in replay.new_rows]):
         row = B + i
         # a supplementary sample is an ordinary sample under the group's original prompt q
         q = out["prompt_ids"][g * M][out["prompt_mask"][g * M].bool()]
@@ -97,7 +97,7 @@ def test_resample_fills_every_group_with_real_samples(tmp_path, tiny_model_path,
         # ... with its own verified reward under the configured reward_mode (default 'cla': fraction met)
         verdicts = replay.supplementary_verdicts
         expected = verdicts.cla() if trainer.args.reward_mode == "cla" else verdicts.ila()
-        assert replay.rewards[row] == expected[replay.sources[i]]
+        assert replay.rewards[row] == expected[replay.new_rows[i].source]
     assert_group_advantages(out, replay, B, M)
     logged = trainer.state.log_history[0]
     assert logged["hir/supplementary_samples"] == G * K
@@ -138,23 +138,25 @@ def test_provisioned_supplementary_samples_need_one_generate_call(tmp_path, tiny
     B, G = len(inputs), len(inputs) // M
     assert [len(call) for call in returned] == [B + G * K]  # one decoding round, m + k samples per group
     drawn = returned[0]
-    assert replay.kinds == ["supplementary"] * (G * K)
-    assert [replay.groups.count(g) for g in range(G)] == [K] * G
+    assert [r.kind for r in replay.new_rows] == ["supplementary"] * (G * K)
+    assert [[r.group for r in replay.new_rows].count(g) for g in range(G)] == [K] * G
     for g in range(G):
         for j in range(M):  # the sampled rows are each group's first m samples of the call
             assert completion_tokens(out, g * M + j) == drawn[g * (M + K) + j]
-    for i, g in enumerate(replay.groups):
+    for i, g in enumerate([r.group for r in replay.new_rows]):
         row = B + i
         # a supplementary row is one of its group's provisioned samples, under the group's q, with its own reward
-        assert completion_tokens(out, row) == drawn[g * (M + K) + M + replay.groups[:i].count(g)]
+        assert completion_tokens(out, row) == drawn[g * (M + K) + M + [r.group for r in replay.new_rows[:i]].count(g)]
         q = out["prompt_ids"][g * M][out["prompt_mask"][g * M].bool()]
         assert torch.equal(out["prompt_ids"][row][out["prompt_mask"][row].bool()], q)
-        assert replay.rewards[row] == replay.supplementary_verdicts.cla()[replay.sources[i]]
+        assert replay.rewards[row] == replay.supplementary_verdicts.cla()[replay.new_rows[i].source]
     assert_group_advantages(out, replay, B, M)
     logged = trainer.state.log_history[0]
     assert logged["hir/generate_calls"] == 1 and logged["hir/provisioned_samples"] == G * K
     assert logged["hir/supplementary_samples"] == G * K and logged["hir/rows_per_group"] == M + K
     assert logged["hir/generated_tokens"] == out["completion_mask"].sum().item()  # every provisioned sample used
+    # reward/cla is the mean over the B sampled rows: `ConstraintReward` leaves the provisioned samples out
+    assert logged["reward/cla"] == pytest.approx(sum(replay.rewards[:B]) / B)
     # the completion log: the B sampled rows once (TRL's rows of the provisioned samples left), then HiR's rows
     assert len(trainer._logs["prompt"]) == B + G * K
     assert list(trainer._logs["extra"]["supplementary"]) == [False] * B + [True] * (G * K)
@@ -178,17 +180,18 @@ def test_predicted_provision_falls_back_to_replay_shortfall(tmp_path, tiny_model
     logged = trainer.state.log_history[0]
     if shortfall == "resample":
         assert [len(call) for call in returned] == [B + G, G]
-        assert replay.kinds == ["supplementary"] * (G * K) and logged["hir/generate_calls"] == 2
+        assert [r.kind for r in replay.new_rows] == ["supplementary"] * (G * K) and logged["hir/generate_calls"] == 2
         # group by group: the provisioned sample, then the one from the second call
-        for i, g in enumerate(replay.groups):
-            nth = replay.groups[:i].count(g)
+        for i, g in enumerate([r.group for r in replay.new_rows]):
+            nth = [r.group for r in replay.new_rows[:i]].count(g)
             expected = returned[0][g * (M + 1) + M] if nth == 0 else returned[1][g]
             assert completion_tokens(out, B + i) == expected
     else:
         assert [len(call) for call in returned] == [B + G]
-        assert replay.kinds == ["supplementary"] * G + ["pad"] * G and logged["hir/generate_calls"] == 1
+        assert [r.kind for r in replay.new_rows] == ["supplementary"] * G + ["pad"] * G
+        assert logged["hir/generate_calls"] == 1
         assert out["completion_mask"][B + G:].sum() == 0
-    assert [replay.groups.count(g) for g in range(G)] == [K] * G
+    assert [[r.group for r in replay.new_rows].count(g) for g in range(G)] == [K] * G
     assert logged["hir/provisioned_samples"] == G
     assert trainer._shortfalls[-1] == [K] * G  # the next prediction covers this step's shortfall
 
@@ -207,8 +210,8 @@ def test_batch_scope_takes_a_global_top_k(tmp_path, tiny_model_path, sample_data
     trainer, calls = run(tmp_path, tiny_model_path, sample_dataset, replay_scope="batch", replay_selection="integrity")
     inputs, out, replay = calls[0]
     B = len(inputs)
-    assert len(replay.kinds) == (B // M) * K
-    chosen = [c.integrity for c in replay.choices if c is not None]
+    assert len(replay.new_rows) == (B // M) * K
+    chosen = [r.choice.integrity for r in replay.new_rows if r.choice is not None]
     # the top-(k x groups) integrity over every candidate of the batch
     matrix = trainer.constraint_reward.last_verdicts
     candidates = sorted((sum(matrix.passed(r)) / len(matrix.passed(r)) for r in range(B)
@@ -290,26 +293,25 @@ def test_paired_and_positive_replay_advantages(tmp_path, tiny_model_path, sample
     inputs, out, replay = calls[0]
     B = len(inputs)
     rewards = torch.tensor(replay.rewards)
-    sources = {replay.sources[i] for i, kind in enumerate(replay.kinds) if kind == "replay"}
+    sources = {new_row.source for new_row in replay.new_rows if new_row.kind == "replay"}
     assert sources  # the test needs replays
     expected = torch.zeros(len(rewards))
     for g in range(B // M):
-        sampled = list(range(g * M, (g + 1) * M)) + [B + i for i, (grp, kind) in enumerate(zip(replay.groups,
-                                                                                             replay.kinds))
-                                                    if grp == g and kind == "supplementary"]
+        sampled = list(range(g * M, (g + 1) * M)) + [B + i for i, new_row in enumerate(replay.new_rows)
+                                                    if new_row.group == g and new_row.kind == "supplementary"]
         values = rewards[sampled]
         expected[sampled] = (values - values.mean()) / (values.std() + 1e-4)  # TRL's GRPO over the sampled rows
-    for i, kind in enumerate(replay.kinds):
+    for i, kind in enumerate([r.kind for r in replay.new_rows]):
         if kind == "replay":
             expected[B + i] = w
             if mode == "paired":
-                expected[replay.sources[i]] -= w
+                expected[replay.new_rows[i].source] -= w
     assert torch.allclose(out["advantages"], expected, atol=1e-5)
     # an all-failed group contributes only through its pairs: the pair's advantages sum to zero
     if mode == "paired":
         for g in range(B // M):
             if rewards[g * M:(g + 1) * M].sum() == 0:
-                rows = list(range(g * M, (g + 1) * M)) + [B + i for i, grp in enumerate(replay.groups) if grp == g]
+                rows = list(range(g * M, (g + 1) * M)) + [B + i for i, r in enumerate(replay.new_rows) if r.group == g]
                 assert abs(out["advantages"][rows].sum().item()) < 1e-5
 
 
@@ -321,8 +323,8 @@ def test_paired_replay_advantages_with_reinforce_pp(tmp_path, tiny_model_path, v
     inputs, out, replay = calls[0]
     B = len(inputs)
     adv, mask = out["advantages"], out["completion_mask"].bool()
-    replays = [B + i for i, kind in enumerate(replay.kinds) if kind == "replay"]
-    sources = [replay.sources[i] for i, kind in enumerate(replay.kinds) if kind == "replay"]
+    replays = [B + i for i, new_row in enumerate(replay.new_rows) if new_row.kind == "replay"]
+    sources = [new_row.source for new_row in replay.new_rows if new_row.kind == "replay"]
     assert replays
     for row in replays:
         assert torch.allclose(adv[row][mask[row]], torch.ones(int(mask[row].sum())))
@@ -366,7 +368,7 @@ def test_rl_cr_uses_cla_and_rl_ir_replays_nothing(tmp_path, tiny_model_path, sam
     trainer, calls = run(tmp_path, tiny_model_path, sample_dataset, reward_mode="cla", num_replays=0,
                          advantage_estimator="reinforce_pp")
     inputs, out, replay = calls[0]
-    assert out["completion_ids"].shape[0] == len(inputs) and replay.kinds == []
+    assert out["completion_ids"].shape[0] == len(inputs) and [r.kind for r in replay.new_rows] == []
     cla = trainer.constraint_reward.last_verdicts.cla()
     assert replay.rewards == cla and len(set(cla)) > 1  # dense reward
 
@@ -453,7 +455,7 @@ def test_resume_continues_lambda_rng_and_steps_exactly(tmp_path, tiny_model_path
         assert torch.allclose(p, q, atol=1e-6), name
 
 
-# ---------------------------------------------------------------- LoRA (issue 7)
+# ---------------------------------------------------------------- LoRA
 
 
 def test_lora_reference_is_the_adapter_disabled_model_under_q_prime(tmp_path, tiny_model_path, sample_dataset):
@@ -483,7 +485,7 @@ def test_lora_reference_is_the_adapter_disabled_model_under_q_prime(tmp_path, ti
     trainer._generate_and_score_completions = spy
     trainer.train()
     B, out, replay, policy, base = seen[1]  # second step: the adapters have moved the policy
-    replays = [B + i for i, kind in enumerate(replay.kinds) if kind == "replay"]
+    replays = [B + i for i, new_row in enumerate(replay.new_rows) if new_row.kind == "replay"]
     assert replays
     for row in replays:
         mask = out["completion_mask"][row].bool()
@@ -491,7 +493,7 @@ def test_lora_reference_is_the_adapter_disabled_model_under_q_prime(tmp_path, ti
         assert (out["ref_per_token_logps"][row][mask] - policy[row][mask]).abs().max() > 1e-4
 
 
-# ---------------------------------------------------------------- judge integration (issue 4)
+# ---------------------------------------------------------------- judge integration
 
 
 def _soft_dataset(tmp_path):
@@ -528,7 +530,7 @@ def test_rejudge_replays_asks_the_judge_again_under_q_prime(tmp_path, tiny_model
         spied = spy_generation(trainer, own_logps=False)
         trainer.train()
         inputs, out, replay = spied[0]
-        replays = [len(inputs) + i for i, kind in enumerate(replay.kinds) if kind == "replay"]
+        replays = [len(inputs) + i for i, new_row in enumerate(replay.new_rows) if new_row.kind == "replay"]
         assert len(replays) == 2  # every completion failed the 500-word rule and met the soft one
         assert [replay.rewards[r] for r in replays] == [expected, expected]
         assert len(calls) == (2 if rejudge else 1)  # the batch's soft constraints, then the replays' kept ones
@@ -591,10 +593,10 @@ def test_vllm_importance_sampling_keys_are_set_explicitly_for_replays(tmp_path, 
     trainer, calls = run(tmp_path, tiny_model_path, sample_dataset, replay_old_logps=mode)
     inputs, out, replay = calls[0]
     B = len(inputs)
-    replays = [i for i, kind in enumerate(replay.kinds) if kind == "replay"]
+    replays = [i for i, new_row in enumerate(replay.new_rows) if new_row.kind == "replay"]
     assert replays
     for i in replays:
-        row, src = B + i, replay.sources[i]
+        row, src = B + i, replay.new_rows[i].source
         mask = out["completion_mask"][row].bool()
         if mode == "original":  # the replay's (q, y) values: its source's
             assert torch.equal(out["sampling_per_token_logps"][row], out["sampling_per_token_logps"][src])
@@ -615,9 +617,11 @@ def test_truncated_completions_are_not_replayed_when_disabled(tmp_path, tiny_mod
     B = len(inputs)
     eos = torch.tensor(trainer.eos_token_ids)
     assert not (torch.isin(out["completion_ids"][:B], eos) & out["completion_mask"][:B].bool()).any()
-    assert "replay" not in replay.kinds and replay.kinds.count("supplementary") == (B // M) * K
+    kinds = [r.kind for r in replay.new_rows]
+    assert "replay" not in kinds and kinds.count("supplementary") == (B // M) * K
     trainer, calls = run(tmp_path / "on", tiny_model_path, sample_dataset, own_logps=False)
-    assert "replay" in calls[0][2].kinds  # the same batch with truncated completions allowed (paper) replays
+    # the same batch with truncated completions allowed (paper) replays
+    assert "replay" in [r.kind for r in calls[0][2].new_rows]
 
 
 @pytest.mark.parametrize("mode", ["original", "hindsight"])
@@ -641,18 +645,18 @@ def test_vllm_without_importance_sampling_reuses_its_sampling_logps(tmp_path, ti
     trainer.train()
     inputs, out, replay = calls[0]
     B = len(inputs)
-    replays = [i for i, kind in enumerate(replay.kinds) if kind == "replay"]
+    replays = [i for i, new_row in enumerate(replay.new_rows) if new_row.kind == "replay"]
     assert replays
     if mode == "original":
         assert passes == [B]  # F_div ("exact"): vLLM gives no entropies; the old log-probs come with that pass
         mask = out["completion_mask"][:B].bool()
         assert torch.equal(out["old_per_token_logps"][:B][mask], out["sampling_per_token_logps"][:B][mask])
         for i in replays:
-            row, src = B + i, replay.sources[i]
+            row, src = B + i, replay.new_rows[i].source
             assert torch.equal(out["old_per_token_logps"][row], out["sampling_per_token_logps"][src])
     else:
         assert "old_per_token_logps" not in out
-        assert passes == [B, len(replay.kinds)]  # F_div under q, then the new rows under q'
+        assert passes == [B, len(replay.new_rows)]  # F_div under q, then the new rows under q'
         for i in replays:
             row = B + i
             mask = out["completion_mask"][row].bool()

@@ -129,13 +129,13 @@ def test_default_step_runs_no_extra_pass(tmp_path, tiny_model_path, sample_datas
     mask = out["completion_mask"].bool()
     # every row's old log-probs are its own under q: originals (recorded == the pass) and replays (their source's)
     assert torch.allclose(out["old_per_token_logps"][:B][mask[:B]], out["own_logps"][:B][mask[:B]], atol=1e-4)
-    replays = [i for i, kind in enumerate(replay.kinds) if kind == "replay"]
+    replays = [i for i, new_row in enumerate(replay.new_rows) if new_row.kind == "replay"]
     assert replays
     for i in replays:
-        row, src = B + i, replay.sources[i]
+        row, src = B + i, replay.new_rows[i].source
         assert torch.allclose(out["old_per_token_logps"][row][mask[row]], out["own_logps"][src][mask[src]],
                               atol=1e-4)
-        assert replay.choices[i].diversity == pytest.approx(_f_div(entropies[src], mask[src]), abs=1e-4)
+        assert replay.new_rows[i].choice.diversity == pytest.approx(_f_div(entropies[src], mask[src]), abs=1e-4)
     logged = trainer.state.log_history[0]
     assert logged["hir/seconds_extra_pass"] == 0.0 and logged["hir/seconds_replay_passes"] == 0.0
     assert logged["hir/seconds_recording"] > 0 and logged["hir/seconds_selection"] > 0
@@ -153,9 +153,9 @@ def test_sampled_estimate_is_minus_the_sampled_logps(tmp_path, tiny_model_path, 
     entropies = _own_entropies(trainer, out)
     mask = out["completion_mask"].bool()
     estimates, exact = [], []
-    for i, choice in enumerate(replay.choices):
-        if replay.kinds[i] == "replay":
-            src = replay.sources[i]
+    for new_row in replay.new_rows:
+        if new_row.kind == "replay":
+            choice, src = new_row.choice, new_row.source
             assert choice.diversity == pytest.approx(_f_div(-out["own_logps"][src], mask[src]), abs=1e-4)
             estimates.append(choice.diversity)
             exact.append(_f_div(entropies[src], mask[src]))
@@ -178,9 +178,9 @@ def test_a_logit_processor_before_the_recorder_falls_back_to_the_pass(tmp_path, 
     assert trainer.state.log_history[0]["hir/seconds_extra_pass"] > 0
     entropies = _own_entropies(trainer, out)
     mask = out["completion_mask"].bool()
-    for i, choice in enumerate(replay.choices):
-        if replay.kinds[i] == "replay":
-            src = replay.sources[i]
+    for new_row in replay.new_rows:
+        if new_row.kind == "replay":
+            choice, src = new_row.choice, new_row.source
             assert choice.diversity == pytest.approx(_f_div(entropies[src], mask[src]), abs=1e-4)
 
 
@@ -193,7 +193,7 @@ def test_hindsight_old_logps_need_no_pass_when_aligned(tmp_path, tiny_model_path
     passes = _count_policy_passes(trainer)
     trainer.train()
     inputs, out, replay = calls[0]
-    assert "replay" in replay.kinds
+    assert "replay" in [r.kind for r in replay.new_rows]
     assert "old_per_token_logps" not in out and passes == []
 
 
@@ -207,7 +207,7 @@ def test_random_hindsight_replay_needs_no_pass(tmp_path, tiny_model_path, sample
     passes = _count_policy_passes(trainer)
     trainer.train()
     inputs, out, replay = calls[0]
-    assert passes == [] and "replay" in replay.kinds
+    assert passes == [] and "replay" in [r.kind for r in replay.new_rows]
     entropy_mean = trainer.state.log_history[0]["hir/replay_entropy_mean"]
     assert entropy_mean is None or math.isnan(entropy_mean)  # F_div not computed (TRL logs NaN as None)
 
@@ -222,7 +222,7 @@ def test_supplementary_samples_take_their_recorded_logps(tmp_path, tiny_model_pa
     trainer.train()
     inputs, out, replay = calls[0]
     B = len(inputs)
-    assert replay.kinds and set(replay.kinds) == {"supplementary"}
+    assert replay.new_rows and {r.kind for r in replay.new_rows} == {"supplementary"}
     assert passes == []
     mask = out["completion_mask"][B:].bool()
     assert torch.allclose(out["old_per_token_logps"][B:][mask], out["own_logps"][B:][mask], atol=1e-4)

@@ -1,4 +1,4 @@
-"""HiRConfig.soft_constraints: soft (LLM-judged) constraints with no judge never fail silently (issue 15, §2)."""
+"""HiRConfig.soft_constraints: soft (LLM-judged) constraints with no judge never fail silently."""
 
 from __future__ import annotations
 

@@ -12,9 +12,6 @@ import torch
 from hir_trl.advantages import add_replay_advantages, group_advantages, hir_advantages, kl_in_reward_per_token
 from hir_trl.batch import (
     NewRow,
-    ReplayBatch,
-    completion_ended,
-    diversity_scores,
     extend_batch,
     group_members,
     plan_new_rows,
@@ -30,6 +27,7 @@ from hir_trl.replay import (
     select_rewrite,
 )
 from hir_trl.rewards import VerdictMatrix
+from hir_trl.sampling import completion_ended, diversity_scores
 from hir_trl.step_log import COUNTS, StepTimer, completion_log_rows, replay_counts, replay_metrics
 from hir_trl.templates import join_instruction
 from hir_trl.verifiers import Verdict
@@ -51,7 +49,7 @@ def test_select_rewrite_is_select_then_rewrite():
     diversity = [1.0, 0.5, 2.0, 9.0, 0.1, 0.2]
     rows = _rows(2, m)
     prompts = [[{"role": "system", "content": "sys"}, {"role": "user", "content": "orig"}]] * 3 + ["plain"] * 3
-    picked = select_rewrite(verdicts, diversity, m, k, 2.0, prompts=prompts, rows=rows)
+    picked = select_rewrite(verdicts, diversity, m, k, 2.0, prompts=prompts, inputs=rows)
     selected = select_replays(verdicts, diversity, m, k, 2.0)
     assert [[c.index for c in g] for g in picked] == [[c.index for c in g] for g in selected] == [[1], [2]]  # F = 0.5 + 2 x 2/3 in group 0; 0.2 + 2 x 2/3 > 0.1 + 2 x 2/3 in group 1
     first, second = picked[0][0], picked[1][0]
@@ -76,8 +74,8 @@ def test_plan_new_rows_orders_supplementary_replay_pad():
     assert group_members(padded, 8, 4, replays_in_group=True) == [[0, 1, 2, 3, 8, 9], [4, 5, 6, 7, 10, 11]]
     assert math.isnan(row_rewards([0.0] * 8, padded, replays={})[-1])
     assert row_rewards([0.0] * 8, padded, replays={0: 0.5})[8] == 0.5
-    batch = ReplayBatch.from_rows(padded, [0.0] * 12, 2.0)
-    assert batch.kinds == ["replay", "pad", "pad", "pad"] and batch.q_prime == ["q'", None, None, None]
+    assert [r.kind for r in padded] == ["replay", "pad", "pad", "pad"]
+    assert [r.q_prime for r in padded] == ["q'", None, None, None]
 
 
 def test_extend_batch_copies_sources_and_left_pads_prompts():

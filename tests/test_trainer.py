@@ -82,18 +82,19 @@ def test_real_batch_has_m_plus_k_rows_per_group(tmp_path, tiny_model_path, sampl
     # m + k rows per group; every per-row key extended.
     for key in ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "advantages", "old_per_token_logps"):
         assert out[key].shape[0] == B + R, key
-    assert len(replay.kinds) == R
-    assert [replay.groups.count(g) for g in range(groups)] == [k] * groups
-    for kind, src, g in zip(replay.kinds, replay.sources, replay.groups):
-        if kind == "replay":
-            assert g * m <= src < (g + 1) * m  # the replay belongs to its source's group
+    assert len(replay.new_rows) == R
+    assert [[r.group for r in replay.new_rows].count(g) for g in range(groups)] == [k] * groups
+    for new_row in replay.new_rows:
+        if new_row.kind == "replay":
+            g = new_row.group
+            assert g * m <= new_row.source < (g + 1) * m  # the replay belongs to its source's group
 
-    real = [i for i, kind in enumerate(replay.kinds) if kind == "replay"]
+    real = [i for i, new_row in enumerate(replay.new_rows) if new_row.kind == "replay"]
     assert real, "a random-init model should leave replay candidates (met some, failed some)"
     tokenizer = trainer.processing_class
     checker = ConstraintReward()
     for i in real:
-        src, row = replay.sources[i], B + i
+        src, row = replay.new_rows[i].source, B + i
         assert replay.rewards[row] == 1.0  # replay reward 1
         # the replay completion is its source's completion
         assert torch.equal(out["completion_ids"][row], out["completion_ids"][src])
@@ -108,13 +109,13 @@ def test_real_batch_has_m_plus_k_rows_per_group(tmp_path, tiny_model_path, sampl
         source = inputs[src]
         completion = tokenizer.decode(out["completion_ids"][src][mask])
         verdicts = checker.verify([source["prompt"]], [completion], [source["constraints"]]).passed(0)
-        assert verdicts == list(replay.choices[i].satisfied)
+        assert verdicts == list(replay.new_rows[i].choice.satisfied)
         kept = [c["text"] for c, ok in zip(source["constraints"], verdicts) if ok]
         assert 0 < len(kept) < len(verdicts)
         q_prime = join_instruction(source["task"], kept, source["template"])
-        assert replay.q_prime[i] == source["prompt"][:-1] + [{"role": "user", "content": q_prime}]
+        assert replay.new_rows[i].q_prime == source["prompt"][:-1] + [{"role": "user", "content": q_prime}]
         prompt_text = tokenizer.decode(out["prompt_ids"][row][out["prompt_mask"][row].bool()])
-        assert prompt_text == tokenizer.apply_chat_template(replay.q_prime[i], add_generation_prompt=True,
+        assert prompt_text == tokenizer.apply_chat_template(replay.new_rows[i].q_prime, add_generation_prompt=True,
                                                             tokenize=False)
 
     # advantages: TRL's group baseline and scaling over the m + k rows of each group
@@ -134,7 +135,7 @@ def assert_group_advantages(out, replay, B, m):
     """Each group's advantages are (r - mean) / (std + 1e-4) over its non-padding rows (TRL's GRPO formula)."""
     rewards = torch.tensor(replay.rewards)
     for g in range(B // m):
-        rows = list(range(g * m, (g + 1) * m)) + [B + i for i, grp in enumerate(replay.groups) if grp == g]
+        rows = list(range(g * m, (g + 1) * m)) + [B + i for i, r in enumerate(replay.new_rows) if r.group == g]
         rows = [r for r in rows if not torch.isnan(rewards[r])]
         values = rewards[rows]
         expected = (values - values.mean()) / (values.std() + 1e-4)
@@ -151,7 +152,7 @@ def test_padding_rows_when_no_candidates(tmp_path, tiny_model_path, sample_datas
     inputs, out, replay = calls[0]
     B = len(inputs)
     assert out["completion_ids"].shape[0] == B + (B // 6) * 2
-    assert replay.kinds == ["pad"] * ((B // 6) * 2)
+    assert [r.kind for r in replay.new_rows] == ["pad"] * ((B // 6) * 2)
     assert out["completion_mask"][B:].sum() == 0  # padding carries no loss
     assert torch.all(out["advantages"][B:] == 0)
     assert out["num_items_in_batch"].item() == out["completion_mask"][:B].sum().item()
@@ -177,7 +178,7 @@ def test_shared_old_logp_pass_gives_entropies(tmp_path, tiny_model_path, sample_
     inputs, out, replay = calls[0]
     no_grad_passes = [p for p in passes if not p[1]]
     assert len(no_grad_passes) == 1 and no_grad_passes[0][2] == len(inputs)  # one pass over the B originals
-    for i, (kind, src) in enumerate(zip(replay.kinds, replay.sources)):
+    for i, (kind, src) in enumerate(zip([r.kind for r in replay.new_rows], [r.source for r in replay.new_rows])):
         if kind == "replay":
             assert torch.equal(out["old_per_token_logps"][len(inputs) + i], out["old_per_token_logps"][src])
 

@@ -1,4 +1,4 @@
-"""Re-score saved final models of the real-model task on the held-out rows with more samples (issue 12).
+"""Re-score saved final models of the real-model task on the held-out rows with more samples.
 
 The in-run evaluation samples 1 completion per held-out row (64 completions: one prompt is 1.6 points, the binomial sd
 of a 10% rate about 3.7 points), too few to separate methods. This scores every saved final model (``save_final``)

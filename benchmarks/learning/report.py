@@ -16,12 +16,16 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from benchmarks.learning.run import METHOD_LABELS as LABELS  # noqa: E402
 from benchmarks.learning.task import FAMILIES  # noqa: E402
 
-# issue 12's learning targets are stated for HiR's default (hir_cla since session 5); the binary-reward HiR is
-# reported against the same targets
+# the learning targets are stated for HiR's default (hir_cla, the CLA reward); the binary-reward HiR is reported
+# against the same targets
 TARGET_METHODS = ("hir_cla", "hir")
+#: Each method's name in tables and plots (`benchmarks.learning.run.METHODS`).
+METHOD_LABELS = {"hir": "HiR, ILA reward", "hir_paper": "HiR (paper advantage)", "random": "Random replay",
+                 "rl_ir": "RL-IR", "rl_cr": "RL-CR", "hir_cla": "HiR (default: CLA reward)",
+                 "hir_paper_rpp": "HiR (paper recipe: Reinforce++, KL)", "rl_cr_rpp": "RL-CR (Reinforce++, KL)",
+                 "rl_ir_rpp": "RL-IR (Reinforce++, KL)"}
 COLORS = {"hir": "tab:red", "hir_paper": "tab:purple", "random": "tab:orange", "rl_ir": "tab:blue",
           "rl_cr": "tab:green", "hir_cla": "tab:brown", "hir_paper_rpp": "tab:pink", "rl_cr_rpp": "tab:olive",
           "rl_ir_rpp": "tab:cyan"}
@@ -114,7 +118,7 @@ def summarize(runs: list[dict[str, Any]], bench: dict[str, Any]) -> dict[str, An
         budget = ir["prompts"][-1]
         reach = _prompts_to_reach(hir["steps"], hir["ila"], ir["ila"][-1], per_step)
         margins = {b: 100 * (hir["ila"][-1] - learning[b]["ila"][-1]) for b in ("rl_ir", "rl_cr") if b in learning}
-        needed = {"rl_ir": 3.0, "rl_cr": 0.0}  # issue 12: at least RL-IR's + 3 points, and at least RL-CR's
+        needed = {"rl_ir": 3.0, "rl_cr": 0.0}  # the targets: at least RL-IR's + 3 points, and at least RL-CR's
         targets["learning"][method] = {
             "sample_efficiency": {
                 "rl_ir_final_ila": ir["ila"][-1], "rl_ir_start_ila": ir["ila"][0], "hir_prompts_to_reach": reach,
@@ -161,7 +165,7 @@ def _plots(summary: dict[str, Any], runs: list[dict[str, Any]], out: Path) -> li
             d = learning[m]
             lo = [a - b for a, b in zip(d[key], d[key + "_sd"])]
             hi = [a + b for a, b in zip(d[key], d[key + "_sd"])]
-            ax.plot(d["prompts"], d[key], label=LABELS[m], color=COLORS[m], marker="o", ms=3)
+            ax.plot(d["prompts"], d[key], label=METHOD_LABELS[m], color=COLORS[m], marker="o", ms=3)
             ax.fill_between(d["prompts"], lo, hi, color=COLORS[m], alpha=0.15)
         ax.set_xlabel("training prompts consumed")
         ax.set_title(f"{title} (mean ± sd over {len(learning[order[0]]['seeds'])} seeds)")
@@ -175,7 +179,7 @@ def _plots(summary: dict[str, Any], runs: list[dict[str, Any]], out: Path) -> li
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for m in order:
         d = learning[m]
-        ax.plot(d["train_seconds"], d["ila"], label=LABELS[m], color=COLORS[m], marker="o", ms=3)
+        ax.plot(d["train_seconds"], d["ila"], label=METHOD_LABELS[m], color=COLORS[m], marker="o", ms=3)
     ax.set_xlabel("training wall time (s, evaluation excluded)")
     ax.set_ylabel("held-out ILA")
     ax.grid(alpha=0.3)
@@ -198,7 +202,7 @@ def _plots(summary: dict[str, Any], runs: list[dict[str, Any]], out: Path) -> li
         ax.set_xticks(ticks)
         ax.set_xticklabels([str(steps[i] * per_step) for i in ticks])
         ax.set_xlabel("training prompts")
-        ax.set_title(LABELS[m])
+        ax.set_title(METHOD_LABELS[m])
     axes[0].set_yticks(range(len(families)))
     axes[0].set_yticklabels(list(families))
     fig.colorbar(image, ax=axes, fraction=0.02, pad=0.01, label="held-out accuracy")
@@ -212,7 +216,7 @@ def _plots(summary: dict[str, Any], runs: list[dict[str, Any]], out: Path) -> li
     left = {m: 0.0 for m in order}
     for part, color in zip(parts, ("tab:blue", "tab:purple", "tab:orange", "tab:red", "tab:gray", "tab:green")):
         widths = [costs[m]["all"][part] for m in order]
-        ax.barh([LABELS[m] for m in order], widths, left=[left[m] for m in order], label=part, color=color)
+        ax.barh([METHOD_LABELS[m] for m in order], widths, left=[left[m] for m in order], label=part, color=color)
         for m, w in zip(order, widths):
             left[m] += w
     ax.set_xlabel("seconds per optimizer step (mean over all steps and seeds)")
@@ -259,7 +263,7 @@ def _markdown(summary: dict[str, Any], meta: dict[str, Any], bench: dict[str, An
               "| train time / run (s) |", "|---|---|---|---|---|---|---|"]
     for m in order:
         d = learning[m]
-        lines.append(f"| {LABELS[m]} | {_pct(d['ila'][0])} | {_pct(d['ila'][-1])} ± {_pct(d['ila_sd'][-1])} | "
+        lines.append(f"| {METHOD_LABELS[m]} | {_pct(d['ila'][0])} | {_pct(d['ila'][-1])} ± {_pct(d['ila_sd'][-1])} | "
                      f"{_pct(d['cla'][-1])} ± {_pct(d['cla_sd'][-1])} | {_pct(max(d['ila']))} | "
                      f"{', '.join(_pct(x) for x in d['final_ila_per_seed'])} | {d['train_seconds'][-1]:.0f} |")
     lines += ["", "ILA after each block of training prompts (mean over seeds, %):", ""]
@@ -267,7 +271,7 @@ def _markdown(summary: dict[str, Any], meta: dict[str, Any], bench: dict[str, An
     lines += ["| prompts | " + " | ".join(str(p) for p in prompts) + " |",
               "|---|" + "---|" * len(prompts)]
     for m in order:
-        lines.append(f"| {LABELS[m]} | " + " | ".join(_pct(x) for x in learning[m]["ila"]) + " |")
+        lines.append(f"| {METHOD_LABELS[m]} | " + " | ".join(_pct(x) for x in learning[m]["ila"]) + " |")
 
     lines += ["", "## Cost per optimizer step", "",
               f"Mean over all steps of all seeds (first {EARLY_STEPS} steps in brackets, where every policy is still "
@@ -285,7 +289,7 @@ def _markdown(summary: dict[str, Any], meta: dict[str, Any], bench: dict[str, An
             return f"{fmt.format(a[key])} ({fmt.format(e[key])})"
 
         memory = f"{a['peak_memory_mb_max']:.0f}"
-        lines.append(f"| {LABELS[m]} | {both('generated_tokens', '{:.0f}')} | {both('generated_sequences', '{:.1f}')} "
+        lines.append(f"| {METHOD_LABELS[m]} | {both('generated_tokens', '{:.0f}')} | {both('generated_sequences', '{:.1f}')} "
                      f"| {both('step_seconds')} | {both('generation')} | {both('verification')} | "
                      f"{both('nograd_pass')} | {both('selection')} | {both('trl_scoring')} | {both('optimizer')} | "
                      f"{memory} | {both('supplementary_samples', '{:.2f}')} |")
@@ -296,11 +300,11 @@ def _markdown(summary: dict[str, Any], meta: dict[str, Any], bench: dict[str, An
         reach = (f"{se['hir_prompts_to_reach']} of {se['rl_ir_prompts']} prompts ({_pct(se['fraction'])}%)"
                  if se["hir_prompts_to_reach"] is not None else f"not reached within {se['rl_ir_prompts']} prompts")
         trivial = " (RL-IR ended no higher than it started)" if se["rl_ir_final_ila"] <= se["rl_ir_start_ila"] else ""
-        lines.append(f"- {LABELS[method]} reaches RL-IR's final held-out ILA ({_pct(se['rl_ir_final_ila'])}%, from "
+        lines.append(f"- {METHOD_LABELS[method]} reaches RL-IR's final held-out ILA ({_pct(se['rl_ir_final_ila'])}%, from "
                      f"{_pct(se['rl_ir_start_ila'])}%) with at most 60% of RL-IR's prompts: {reach}{trivial} -> "
                      f"**{'met' if se['met'] else 'missed'}**")
-        margins = ", ".join(f"{LABELS[b]} {v:+.1f}" for b, v in fm["points_above"].items())
-        lines.append(f"- {LABELS[method]}: final ILA ({_pct(fm['hir_final_ila'])}%) at least RL-IR's + 3 points and "
+        margins = ", ".join(f"{METHOD_LABELS[b]} {v:+.1f}" for b, v in fm["points_above"].items())
+        lines.append(f"- {METHOD_LABELS[method]}: final ILA ({_pct(fm['hir_final_ila'])}%) at least RL-IR's + 3 points and "
                      f"at least RL-CR's: {margins} points -> **{'met' if fm['met'] else 'missed'}**")
     if "tokens_early" in targets:
         for scope, label in (("early", f"first {EARLY_STEPS} steps"), ("all", "all steps")):

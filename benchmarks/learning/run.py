@@ -8,7 +8,7 @@ prompts and the same number of trained rows per group (m + k):
 method         HiRConfig
 ============== ============================================================================================
 ``hir``        ``num_generations=m, num_replays=k, replay_selection="curriculum", reward_mode="ila"`` (HiR on the
-               paper's binary reward; HiRConfig's default until session 5 of issue 12)
+               paper's binary reward; HiRConfig's default is ``reward_mode="cla"``)
 ``random``     ``num_generations=m, num_replays=k, replay_selection="random", reward_mode="ila"``
 ``rl_ir``      ``num_generations=m+k, num_replays=0, reward_mode="ila"`` (plain GRPO, binary reward)
 ``rl_cr``      ``num_generations=m+k, num_replays=0, reward_mode="cla"`` (plain GRPO, constraint-average reward)
@@ -52,13 +52,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from benchmarks.learning.report import METHOD_LABELS, write_report  # noqa: E402
 from benchmarks.learning.task import CACHE_ROOT, FAMILIES, TaskConfig, ensure_sft_model, read_jsonl  # noqa: E402
 
 METHODS = ("hir", "hir_paper", "random", "rl_ir", "rl_cr", "hir_cla", "hir_paper_rpp", "rl_cr_rpp", "rl_ir_rpp")
-METHOD_LABELS = {"hir": "HiR, ILA reward", "hir_paper": "HiR (paper advantage)", "random": "Random replay",
-                 "rl_ir": "RL-IR", "rl_cr": "RL-CR", "hir_cla": "HiR (default: CLA reward)",
-                 "hir_paper_rpp": "HiR (paper recipe: Reinforce++, KL)", "rl_cr_rpp": "RL-CR (Reinforce++, KL)",
-                 "rl_ir_rpp": "RL-IR (Reinforce++, KL)"}
 #: The paper recipes' (``recipes/*/hir/config_paper.yaml``) objective: Reinforce++ with the KL term in the loss.
 PAPER_OBJECTIVE = dict(advantage_estimator="reinforce_pp", beta=1e-4)
 #: The paper recipes' replay options (paper Algorithm 1, eq. "hir").
@@ -378,7 +375,6 @@ def run_all(bench: BenchConfig, task, results_dir: Path, cache_root: Path | None
     ``task``: a `TaskConfig` (the synthetic task and its SFT model) or a `benchmarks.learning.real_task.RealTaskConfig`
     (the real-model task).
     """
-    from benchmarks.learning.report import write_report
 
     preregistration_of(bench)  # a run must name a committed pre-registration: refuse before any work
     t0 = time.time()

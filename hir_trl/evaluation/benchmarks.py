@@ -45,14 +45,18 @@ from ..jsonfiles import JSONFileError, read_records
 from ..verifiers import ifbench, ifeval
 from ..verifiers.registry import own_loose_check, registered_families, registered_id
 
-#: The benchmark formats ``--format`` accepts (``"auto"`` detects one of them).
-FORMATS: tuple[str, ...] = ("ifeval", "ifbench", "muldimif", "hir")
+#: The built-in verifier families' records, one per benchmark format of the same name.
+_FAMILY_RECORDS = [verifiers.FAMILIES[name].VERIFIER for name in verifiers.BUILTIN_FAMILIES]
 
-#: Display names of the benchmarks with a fixed format (others take the file's stem).
-DISPLAY_NAMES: dict[str, str] = {"ifeval": "IFEval", "ifbench": "IFBench", "muldimif": "MulDimIF"}
+#: The benchmark formats ``--format`` accepts (``"auto"`` detects one of them): one per built-in verifier family
+#: (``ifeval``, ``ifbench``, ``muldimif``), then ``hir`` (training data).
+FORMATS: tuple[str, ...] = (*(family.name for family in _FAMILY_RECORDS), "hir")
 
-#: Formats scored in the official strict and loose modes (IFEval's 8-variant loose rule).
-LOOSE_FORMATS: frozenset[str] = frozenset({"ifeval", "ifbench"})
+#: Display names of the benchmarks with a fixed format (others take the file's stem): the families' labels.
+DISPLAY_NAMES: dict[str, str] = {family.name: family.label for family in _FAMILY_RECORDS}
+
+#: Formats scored in the official strict and loose modes (IFEval's 8-variant loose rule): the families with one.
+LOOSE_FORMATS: frozenset[str] = frozenset(family.name for family in _FAMILY_RECORDS if family.has_loose_mode)
 
 
 class BenchmarkFormatError(ValueError):

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..errors import one_line
 from ..judge import JudgeError
 from ..verifiers.registry import import_verifier_modules
 from ..verifiers.text import SPLITTERS, SentenceTokenizerError, set_sentence_splitter
@@ -288,9 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # are ValueErrors whose message names the file, row or field.
     # JudgeError: a judge cache that cannot be read, or every judge request failing with an error no retry fixes.
     except (ValueError, OSError, ImportError, SentenceTokenizerError, JudgeError) as exc:
-        from ..cli import _one_line
-
-        print(f"hir-trl eval: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"hir-trl eval: error: {one_line(exc)}", file=sys.stderr)
         return 2
 
 

@@ -35,9 +35,9 @@ from typing import Any
 
 from ..chat import prompt_text
 from ..jsonfiles import JSONFileError, read_jsonl
-from ..rewards import Judge, judge_batch
+from ..judge import Judge, judge_batch
 from ..verifiers import Verdict, sentence_backend, sentence_tokenizer_name, verify_constraint
-from .benchmarks import LOOSE_FORMATS, Benchmark, EvalConstraint
+from .benchmarks import FORMATS, LOOSE_FORMATS, Benchmark, EvalConstraint
 
 #: Version of the report JSON layout.
 REPORT_VERSION = 1
@@ -46,8 +46,8 @@ REPORT_VERSION = 1
 #: are all met (the paper's ILA, Eq. 1). For IFEval/IFBench that is the official prompt-level *strict*
 #: accuracy (loose is the official upper bound; the base-model figures of Table 1 match published strict
 #: prompt-level scores).
-HEADLINE = {"ifeval": "prompt_level_strict_acc", "ifbench": "prompt_level_strict_acc", "muldimif": "ila",
-            "hir": "ila"}
+#: A format with a loose mode (`LOOSE_FORMATS`) reports that strict figure, the others ILA.
+HEADLINE = {fmt: "prompt_level_strict_acc" if fmt in LOOSE_FORMATS else "ila" for fmt in FORMATS}
 
 #: Human-readable metric names (the table's rows).
 METRIC_LABELS = {
@@ -439,7 +439,7 @@ def evaluate(benchmark: Benchmark, responses: ResponseSet | Mapping[str, str | S
     Args:
         benchmark: from `hir_trl.evaluation.load_benchmark`.
         responses: a `ResponseSet` (`read_responses`), or ``{prompt: response}`` / ``{prompt: [responses]}``.
-        judge: judges soft constraints (and unparseable MulDimIF requirements); see `hir_trl.rewards.Judge`.
+        judge: judges soft constraints (and unparseable MulDimIF requirements); see `hir_trl.judge.Judge`.
             Without one they are reported as unjudged and left out of the figures.
         allow_unknown: count constraints with an unknown instruction id as failures instead of raising.
         num_samples: samples per prompt S; default: the most responses any prompt of the benchmark has (at

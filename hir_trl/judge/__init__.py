@@ -2,7 +2,7 @@
 
 A soft constraint (style, coherence, ...) has no rule checker; the paper judges it with an LLM that
 answers YES or NO to the prompt of its Appendix "Evaluation Prompt" (`JUDGE_PROMPT_TEMPLATE`), using
-DeepSeek-V3.1 in non-thinking mode. `LiteLLMJudge` is that judge as a `hir_trl.rewards.Judge`: it is
+DeepSeek-V3.1 in non-thinking mode. `LiteLLMJudge` is that judge as a `hir_trl.judge.Judge`: it is
 called once per generation batch with every soft (instruction, response, constraint) triple and
 returns one `Verdict` per triple, in order, so each verdict lands in its own (row, constraint) cell.
 
@@ -37,13 +37,13 @@ litellm is imported lazily (first request), with ``LITELLM_LOCAL_MODEL_COST_MAP=
 fetch of the price map at import) and ``LITELLM_MODE=PRODUCTION`` (no ``.env`` loading) set first
 unless the user set them.
 
-The package, in the order a batch runs: `hir_trl.judge.prompt` (the paper's prompt, answer parsing),
+The package, in the order a batch runs: `hir_trl.judge.protocol` (`Judge`, and `judge_batch`, the one call
+of a judge in training and evaluation), `hir_trl.judge.prompt` (the paper's prompt, answer parsing),
 `hir_trl.judge.cache` (`VerdictCache`), `hir_trl.judge.loop` (the event-loop thread), `hir_trl.judge.client`
 (`LiteLLMJudge`, `build_judge`), and `hir_trl.judge.config` (validation of the settings, credential shapes,
 redaction). Every public name is importable from `hir_trl.judge`.
 """
 
-from ..data import has_soft_constraints  # re-exported: the dataset inspection lives in hir_trl.data
 from .cache import VerdictCache
 from .client import (
     NO_KEY,
@@ -70,12 +70,14 @@ from .config import (
 )
 from .loop import judge_event_loop
 from .prompt import JUDGE_PROMPT_TEMPLATE, format_judge_prompt, parse_yes_no, verdict_from_logprobs
+from .protocol import Judge, judge_batch
 
 __all__ = [
     "DEFAULT_JUDGE_API_KEY_ENV",
     "DEFAULT_JUDGE_MODEL",
     "FAILURE_POLICIES",
     "JUDGE_PROMPT_TEMPLATE",
+    "Judge",
     "NO_KEY",
     "EmptyJudgeAnswer",
     "JudgeCacheError",
@@ -89,9 +91,9 @@ __all__ = [
     "credential_param",
     "extra_kwargs_problem",
     "format_judge_prompt",
-    "has_soft_constraints",
     "import_litellm",
     "is_permanent_error",
+    "judge_batch",
     "judge_event_loop",
     "judge_settings_problem",
     "looks_like_credential",

@@ -163,7 +163,7 @@ def _percentile(values: Sequence[float], q: float) -> float:
 class LiteLLMJudge:
     """The paper's YES/NO soft-constraint judge (Appendix "Evaluation Prompt") through litellm.
 
-    A `hir_trl.rewards.Judge`: ``judge(triples) -> list[Verdict]`` with triples ``(input_text,
+    A `hir_trl.judge.Judge`: ``judge(triples) -> list[Verdict]`` with triples ``(input_text,
     generated_text, criteria_item)``, one verdict per triple, in order. Use it as
     ``ConstraintReward(judge=LiteLLMJudge(...))`` or build it from a config with `build_judge`. See the
     module docstring for how a batch is judged.

@@ -3,7 +3,7 @@
 A constraint names its ``family`` (``"ifeval"``, ``"ifbench"``, ``"muldimif"``), its ``instruction_id`` within
 the family and its ``kwargs``. Every family module has the same shape (`hir_trl.verifiers.base`): ``FAMILY``,
 ``REGISTRY`` and ``VERIFIER``, its `VerifierFamily` record, whose ``build_checker`` / ``check`` (strict) /
-``check_loose`` are the one shared evaluation of `hir_trl.verifiers.evaluation_lib`. `verify_constraint` runs
+``check_loose`` are the one shared evaluation of `hir_trl.verifiers.family`. `verify_constraint` runs
 the family's strict or loose check and never raises: a checker exception becomes a failed `Verdict` whose
 ``error`` holds the exception text. `register_verifier` (`hir_trl.verifiers.registry`) adds a checker function of
 your own to `FAMILIES`, under a family of your own.
@@ -16,7 +16,7 @@ from typing import Any
 
 from . import ifbench, ifeval, muldimif
 from .base import Checker, Verdict
-from .evaluation_lib import VerifierFamily
+from .family import VerifierFamily
 from .registry import import_verifier_modules, register_verifier, registered_families
 from .text import (
     count_sentences,

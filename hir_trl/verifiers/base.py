@@ -6,7 +6,7 @@ to class. Each family module (`ifeval.py`, `ifbench.py`, `muldimif.py`) defines
 
 - ``FAMILY``: the family name used in constraint records (``"ifeval"``, ``"ifbench"``, ``"muldimif"``);
 - ``REGISTRY``: ``dict[str, type[Checker]]`` from instruction id to checker class;
-- ``VERIFIER``: its `hir_trl.verifiers.evaluation_lib.VerifierFamily` record, and that record's
+- ``VERIFIER``: its `hir_trl.verifiers.family.VerifierFamily` record, and that record's
   ``build_checker``, ``check`` (strict) and ``check_loose`` under the same names. They raise on unknown
   ids or bad kwargs; `hir_trl.verifiers.verify_constraint` turns any exception into a recorded failed
   `Verdict`.

@@ -39,8 +39,8 @@ from .base import ArgsChecker, Checker
 from .base import count_arg as _count
 from .base import required_arg as _required
 from .base import text_arg as _text
-from .evaluation_lib import OFFICIAL, VerifierFamily, loose_variants
-from .ifbench_official import OFFICIAL_CHECKS, mcq_count_length
+from .family import OFFICIAL, VerifierFamily, loose_variants
+from .ifbench_official import EUROPEAN_CAPITALS_NORTH_OF_45, OFFICIAL_CHECKS, PERSON_NAMES, mcq_count_length
 from .nlp import (
     COORDINATING_CONJUNCTIONS,
     PRONOUNS,
@@ -65,21 +65,6 @@ from .nlp import (
 from .text import count_words, split_sentences
 
 FAMILY = "ifbench"
-
-#: The 50 names ``count:person_names`` accepts, in IFBench's order.
-PERSON_NAMES: tuple[str, ...] = tuple(
-    "Emma, Liam, Sophia, Jackson, Olivia, Noah, Ava, Lucas, Isabella, Mason, Mia, Ethan, Charlotte, Alexander, "
-    "Amelia, Benjamin, Harper, Leo, Zoe, Daniel, Chloe, Samuel, Lily, Matthew, Grace, Owen, Abigail, Gabriel, "
-    "Ella, Jacob, Scarlett, Nathan, Victoria, Elijah, Layla, Nicholas, Audrey, David, Hannah, Christopher, "
-    "Penelope, Thomas, Nora, Andrew, Aria, Joseph, Claire, Ryan, Stella, Jonathan".split(", ")
-)
-
-#: Capitals of European countries north of 45 degrees latitude, from highest to lowest (IFBench's answer).
-EUROPEAN_CAPITALS_NORTH_OF_45: tuple[str, ...] = (
-    "Reykjavik", "Helsinki", "Oslo", "Tallinn", "Stockholm", "Riga", "Moscow", "Copenhagen", "Vilnius", "Minsk",
-    "Dublin", "Berlin", "Amsterdam", "Warsaw", "London", "Brussels", "Prague", "Luxembourg", "Paris", "Vienna",
-    "Bratislava", "Budapest", "Vaduz", "Chisinau", "Bern", "Ljubljana", "Zagreb",
-)  # fmt: skip
 
 #: Multiples of 7 between 10 and 50, as ``custom:multiples`` expects them.
 MULTIPLES_OF_7 = ["14", "21", "28", "35", "42", "49"]

@@ -39,6 +39,23 @@ from . import nlp
 from .iftrain import split_into_sentences  # IFBench's regex splitter (not Punkt): the same code as IFEval's
 from .text import count_words
 
+# IFBench's fixed lists, used by the checks below and by `hir_trl.verifiers.ifbench`'s checkers.
+
+#: The 50 names ``count:person_names`` accepts, in IFBench's order.
+PERSON_NAMES: tuple[str, ...] = tuple(
+    "Emma, Liam, Sophia, Jackson, Olivia, Noah, Ava, Lucas, Isabella, Mason, Mia, Ethan, Charlotte, Alexander, "
+    "Amelia, Benjamin, Harper, Leo, Zoe, Daniel, Chloe, Samuel, Lily, Matthew, Grace, Owen, Abigail, Gabriel, "
+    "Ella, Jacob, Scarlett, Nathan, Victoria, Elijah, Layla, Nicholas, Audrey, David, Hannah, Christopher, "
+    "Penelope, Thomas, Nora, Andrew, Aria, Joseph, Claire, Ryan, Stella, Jonathan".split(", ")
+)
+
+#: Capitals of European countries north of 45 degrees latitude, from highest to lowest (IFBench's answer).
+EUROPEAN_CAPITALS_NORTH_OF_45: tuple[str, ...] = (
+    "Reykjavik", "Helsinki", "Oslo", "Tallinn", "Stockholm", "Riga", "Moscow", "Copenhagen", "Vilnius", "Minsk",
+    "Dublin", "Berlin", "Amsterdam", "Warsaw", "London", "Brussels", "Prague", "Luxembourg", "Paris", "Vienna",
+    "Bratislava", "Budapest", "Vaduz", "Chisinau", "Bern", "Ljubljana", "Zagreb",
+)  # fmt: skip
+
 _PUNCT = string.punctuation
 _DROP_PUNCT = str.maketrans("", "", string.punctuation)
 
@@ -87,8 +104,6 @@ def conjunctions(kw: dict[str, Any], value: str) -> bool:
 
 
 def person_names(kw: dict[str, Any], value: str) -> bool:
-    from .ifbench import PERSON_NAMES
-
     return len({name for name in PERSON_NAMES if name in value}) >= kw["N"]
 
 
@@ -478,8 +493,6 @@ def sentence_alphabet(kw: dict[str, Any], value: str) -> bool:
 
 
 def european_capitals_sort(kw: dict[str, Any], value: str) -> bool:
-    from .ifbench import EUROPEAN_CAPITALS_NORTH_OF_45
-
     capitals = [capital for capital in _ascii(value).split(",") if capital.strip()]
     if len(capitals) != len(EUROPEAN_CAPITALS_NORTH_OF_45):
         return False
@@ -670,4 +683,4 @@ OFFICIAL_CHECKS: dict[str, Callable[[dict[str, Any], str], bool]] = {
     "format:no_whitespace": no_whitespace,
 }
 
-__all__ = ["OFFICIAL_CHECKS", "split_into_sentences"]
+__all__ = ["EUROPEAN_CAPITALS_NORTH_OF_45", "OFFICIAL_CHECKS", "PERSON_NAMES", "split_into_sentences"]

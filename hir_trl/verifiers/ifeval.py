@@ -39,7 +39,7 @@ from .base import count_arg as _count
 from .base import relation_arg as _relation
 from .base import required_arg as _required
 from .base import text_arg as _text
-from .evaluation_lib import VerifierFamily, loose_variants
+from .family import VerifierFamily, loose_variants
 from .nlp import word_tokenize
 from .text import count_sentences, count_words
 
@@ -776,7 +776,7 @@ REGISTRY: dict[str, type[Checker]] = {
 # --------------------------------------------------------------------------------------------------
 
 
-#: IFEval as a verifier family: the official strict and loose evaluation (`hir_trl.verifiers.evaluation_lib`):
+#: IFEval as a verifier family: the official strict and loose evaluation (`hir_trl.verifiers.family`):
 #: ``None`` kwargs dropped, ``combination:repeat_prompt`` falls back to the prompt, an all-whitespace response
 #: fails, loose = any of the 8 `loose_variants` passes.
 VERIFIER = VerifierFamily(name=FAMILY, label="IFEval", registry=REGISTRY, loose_variants=loose_variants)

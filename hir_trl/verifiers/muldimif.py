@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from .base import Checker
-from .evaluation_lib import VerifierFamily, strict_only
+from .family import VerifierFamily, strict_only
 from .text import count_sentences, count_words, split_sentences
 
 FAMILY = "muldimif"

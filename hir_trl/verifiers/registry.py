@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from .base import Checker
-from .evaluation_lib import VerifierFamily, strict_only
+from .family import VerifierFamily, strict_only
 
 #: A checker function: ``check(response, **kwargs) -> bool`` (plus ``prompt=`` when it accepts that argument).
 CheckFunction = Callable[..., bool]

@@ -99,14 +99,14 @@ def main() -> None:
             return tokenizer.decode(out["completion_ids"][row][out["completion_mask"][row].bool()])
 
         added = []
-        for i, kind in enumerate(replay.kinds):
+        for i, kind in enumerate([r.kind for r in replay.new_rows]):
             if kind == "replay":
-                src = replay.sources[i]
+                src = replay.new_rows[i].source
                 added.append({"kind": kind, "row_id": row_ids[src], "source_on_this_rank": 0 <= src < B,
                               "completion": text(B + i), "source_completion": text(src),
-                              "q_prime": replay.q_prime[i][-1]["content"]})
+                              "q_prime": replay.new_rows[i].q_prime[-1]["content"]})
             elif kind == "supplementary":
-                added.append({"kind": kind, "row_id": row_ids[replay.groups[i] * trainer.num_generations],
+                added.append({"kind": kind, "row_id": row_ids[replay.new_rows[i].group * trainer.num_generations],
                               "completion": text(B + i)})
         records.append({
             "rank": rank,
@@ -117,7 +117,7 @@ def main() -> None:
             "num_items_in_batch": int(out["num_items_in_batch"].item()),
             "local_loss_tokens": int(out["completion_mask"].sum().item()),
             "row_ids": row_ids,
-            "kinds": replay.kinds,
+            "kinds": [r.kind for r in replay.new_rows],
             "added": added,
             "fillers": trainer._metrics["train"]["hir/filler_samples"][-1],
             "supplementary": trainer._metrics["train"]["hir/supplementary_samples"][-1],

@@ -1,4 +1,4 @@
-"""The one verifier protocol (`hir_trl.verifiers.evaluation_lib`): every family answers the same calls.
+"""The one verifier protocol (`hir_trl.verifiers.family`): every family answers the same calls.
 
 Every registered family exposes the same record fields and the record's ``build_checker`` / ``check`` /
 ``check_loose``; for every instruction id of every family, with a minimal valid ``kwargs``, the shared strict
@@ -14,7 +14,7 @@ import pytest
 
 from hir_trl.verifiers import FAMILIES, VerifierFamily, ifbench, ifeval, iftrain, muldimif, verify_constraint
 from hir_trl.verifiers.base import Checker
-from hir_trl.verifiers.evaluation_lib import loose_variants, strict_only
+from hir_trl.verifiers.family import loose_variants, strict_only
 
 from .test_ifbench import _KWARGS as IFBENCH_KWARGS
 from .test_ifeval import EXAMPLE_KWARGS as IFEVAL_KWARGS

@@ -101,6 +101,12 @@ class VerifierFamily:
     prepare_kwargs: Callable[[str, Kwargs], dict[str, Any]] = drop_none_kwargs
     construct: Callable[[type[Checker], dict[str, Any]], Checker] = new_checker
 
+    @property
+    def has_loose_mode(self) -> bool:
+        """True when the family's official evaluation has a loose mode (`loose_variants` is not `strict_only`): its
+        benchmark reports strict and loose accuracies, prompt-level strict first (IFEval, IFBench)."""
+        return self.loose_variants is not strict_only
+
     def build_checker(
         self, instruction_id: str, kwargs: Kwargs = None, prompt: str | None = None, reading: str = OFFICIAL
     ) -> Checker:
