@@ -30,7 +30,10 @@ TRL; `hir-trl train --help` prints the same help. `HiRConfig` subclasses TRL's `
 [`GRPOConfig`](https://huggingface.co/docs/trl/grpo_trainer#trl.GRPOConfig) and `TrainingArguments` is accepted
 too; TRL's `ModelConfig` gives the model keys (`model_name_or_path`, `dtype`, `use_peft`, `lora_r`, ...).
 
-Where the defaults depart from the paper, and why: [faithfulness.md](faithfulness.md).
+Each rank must hold whole groups: `per_device_train_batch_size * steps_per_generation` must be a multiple of
+`num_generations`, and the batch grown by the replays must split into `steps_per_generation` micro-batches;
+`HiRTrainer` raises a `ValueError` at init naming the fix otherwise. Where the defaults depart from the paper, and
+why: [faithfulness.md](faithfulness.md).
 """
 
 

@@ -147,7 +147,7 @@ def test_readme_example_runs_verbatim_and_pushes_to_the_hub(tmp_path, monkeypatc
     assert trainer.state.global_step == 2
     logged = [entry for entry in trainer.state.log_history if "hir/rows_per_group" in entry]
     assert len(logged) == 2 and all(entry["hir/rows_per_group"] == 8 for entry in logged)  # m + k rows per group
-    assert hub.created == [("your-name/tiny-hir", False)]
+    assert [repo for repo, _ in hub.created] == ["your-name/tiny-hir"]  # hub_model_id, created once
     pushed = tmp_path / "hub" / "your-name" / "tiny-hir"
     assert (pushed / "model.safetensors").is_file() and (pushed / "tokenizer.json").is_file()
     card = (pushed / "README.md").read_text(encoding="utf-8")
