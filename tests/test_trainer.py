@@ -217,7 +217,7 @@ def test_batch_layout_errors():
 def test_config_validation_and_paper_defaults(tmp_path):
     args = HiRConfig(output_dir=str(tmp_path), bf16=False, per_device_train_batch_size=6)
     assert (args.num_generations, args.num_replays, args.lambda_0, args.eta) == (6, 2, 2.0, 0.05)
-    # hir-trl's measured defaults where it departs from the paper (README "Faithfulness")
+    # hir-trl's measured defaults where it departs from the paper (docs/faithfulness.md)
     assert (args.replay_advantage, args.replay_weight, args.replay_truncated_completions, args.reward_mode) == (
         "positive", 1.0, False, "cla")
     assert (args.replay_shortfall, args.supplementary_provision) == ("resample", "none")  # the paper's order

@@ -41,7 +41,7 @@ def test_hirtrainer_with_default_args_constructs(tiny_model_path, tmp_path, monk
 
 
 def _table_without_kind():
-    """README's native rows through ``Dataset.from_list``: one row's constraint has 'kind', the others' read None."""
+    """docs/data.md's native rows through ``Dataset.from_list``: one row's constraint has 'kind', the others' read None."""
     rows = copy.deepcopy(NATIVE)
     rows[0]["constraints"][0]["kind"] = "hard"
     return Dataset.from_list(rows)

