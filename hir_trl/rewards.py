@@ -269,8 +269,8 @@ def check_soft_constraints_judged(train_dataset: Any, eval_dataset: Any = None) 
                 "a streaming dataset, which may hold soft (LLM-judged) constraints")
         raise SoftConstraintsWithoutJudgeError(
             f"the {split} data has {what} but no judge is configured (judge_model is empty), so they would all fail "
-            "silently: set judge_model (and judge_api_key_env, the NAME of the variable holding the key; README "
-            "'Soft constraints'), or choose explicitly with soft_constraints: fail (they count as unmet) or "
+            "silently: set judge_model (and judge_api_key_env, the NAME of the variable holding the key; "
+            "docs/judge.md), or choose explicitly with soft_constraints: fail (they count as unmet) or "
             "soft_constraints: skip (they are removed and not rewarded)")
 
 

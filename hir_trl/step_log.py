@@ -21,7 +21,7 @@ from .rewards import VerdictMatrix
 
 #: Completion-log columns HiR writes itself.
 LOG_COLUMNS = ("row_id", "hindsight", "supplementary", "kept_constraints")
-#: ``hir/seconds_<name>`` timings (README "Metrics").
+#: ``hir/seconds_<name>`` timings (docs/step.md "Metrics").
 TIMINGS = ("total", "extra_pass", "selection", "supplementary", "assembly", "replay_passes", "recording")
 #: The per-rank counts `replay_counts` returns, in order (summed over ranks before `replay_metrics`).
 COUNTS = ("replayed", "slots", "groups_all_failed", "groups", "integrity", "entropy", "supplementary", "padded",
@@ -85,7 +85,7 @@ def replay_counts(new_rows: Sequence[NewRow], rewards: Sequence[float], num_samp
 
 
 def replay_metrics(counts: Sequence[float], lam: float, group_size: int) -> dict[str, float]:
-    """The ``hir/*`` metrics of a step from `replay_counts` summed over ranks (README "Metrics").
+    """The ``hir/*`` metrics of a step from `replay_counts` summed over ranks (docs/step.md "Metrics").
 
     ``hir/replay_integrity_mean`` and ``hir/replay_entropy_mean`` are NaN when nothing was replayed.
     """

@@ -164,7 +164,7 @@ class HiRTrainer(GRPOTrainer):
 
             if not is_vllm_available():
                 raise MissingDependencyError("use_vllm: true needs vLLM, which is not installed: pip install vllm "
-                                             "(on CPU: README 'vLLM on CPU'), or set use_vllm: false to sample "
+                                             "(on CPU: docs/scale-out.md 'vLLM on CPU'), or set use_vllm: false to sample "
                                              "with transformers generate")
         train_dataset = normalize_dataset(train_dataset, "train_dataset")
         eval_dataset = normalize_dataset(kwargs.get("eval_dataset"), "eval_dataset")
