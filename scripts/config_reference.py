@@ -45,8 +45,11 @@ def _default(f: dataclasses.Field) -> Any:
     return None
 
 
-def _type_name(f: dataclasses.Field) -> str:
-    text = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+def _type_name(cls: type, f: dataclasses.Field) -> str:
+    """The field's annotation as the class writes it (``f.type`` is not used: transformers' `HfArgumentParser`
+    replaces it with the resolved type once it has parsed the class, so the page would depend on what ran first)."""
+    hint = cls.__dict__.get("__annotations__", {}).get(f.name, f.type)
+    text = hint if isinstance(hint, str) else getattr(hint, "__name__", str(hint))
     return text.replace("typing.", "")
 
 
@@ -69,7 +72,7 @@ def _rows(cls: type) -> list[str]:
         choices = f.metadata.get("choices")
         if choices:
             help_text += " Choices: " + ", ".join(_code(c) for c in choices) + "."
-        rows.append(f"| `{f.name}` | `{_cell(_type_name(f))}` | {_cell(_code(_default(f)))} | {_cell(help_text)} |")
+        rows.append(f"| `{f.name}` | `{_cell(_type_name(cls, f))}` | {_cell(_code(_default(f)))} | {_cell(help_text)} |")
     return rows
 
 
