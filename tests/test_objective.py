@@ -568,11 +568,14 @@ def test_trainer_builds_the_judge_from_the_config(tmp_path, tiny_model_path, mon
 def _simulate_vllm(monkeypatch, importance_sampling: bool):
     """GRPOTrainer's vLLM path adds `sampling_per_token_logps` (B, T) for the sampled rows and, with its importance
     sampling correction, `importance_sampling_ratio` (B, T) and its own `old_per_token_logps` pass; all belong to
-    (q, y). Simulated by adding them to super's output; HiR's recorder is off, as under vLLM."""
+    (q, y). Simulated by adding them to super's output; HiR's recorder is off from the trainer's construction on, as
+    under vLLM (`trl_adapter.sampling_record_problem` names the reason)."""
+    import hir_trl.trl_adapter as trl_adapter
+
+    monkeypatch.setattr(trl_adapter, "sampling_record_problem", lambda trainer: "vLLM generates (simulated)")
     original = GRPOTrainer._generate_and_score_completions
 
     def with_vllm_keys(self, inputs):
-        self._no_recording_reason = "vLLM generates (simulated)"
         out = original(self, inputs)
         generator = torch.Generator().manual_seed(0)
         shape = out["completion_ids"].shape
