@@ -178,3 +178,29 @@ def test_decide_all_marks_pairs_without_runs(tmp_path, monkeypatch):
     spec["families"]["trl"]["seeds"] = [0, 1, 2]
     interim = decisive.decide_all([spec], bootstrap_reps=200)[0]
     assert not interim["complete"] and interim["decision"].startswith("interim (2 of 3 seeds): ")
+
+
+def test_one_round_rule_and_check_pair_pad_with_resample_by_seed():
+    from benchmarks.learning import one_round
+
+    assert one_round.rule(-3.0, -0.01) == one_round.WORSE
+    assert one_round.rule(0.01, 3.0) == one_round.BETTER
+    assert one_round.rule(-3.0, 0.0) == one_round.UNCHANGED == one_round.rule(0.0, 3.0)
+    rng = random.Random(1)
+    rows, samples = [f"p{i}" for i in range(20)], 4
+    pad, resample = [], []
+    for seed in range(3):
+        # the same success rate in both arms: the interval must straddle 0
+        pad.append(_record("hir_cla", seed, ["11" if rng.random() < 0.3 else "10" for _ in range(80)], rows, samples))
+        resample.append(_record("hir_cla", seed, ["11" if rng.random() < 0.3 else "01" for _ in range(80)], rows,
+                                samples))
+    pad[0]["logs"] = [{"hir/replayed_rows": 6.0, "hir/supplementary_samples": 0.0}]
+    resample[0]["logs"] = [{"hir/replayed_rows": 8.0, "hir/supplementary_samples": 1.0}]
+    out = one_round.check(pad, resample, seeds=[0, 1, 2, 3], bootstrap_reps=200)
+    assert out["seeds"] == [0, 1, 2] and not out["complete"]
+    assert out["decision"].startswith("interim (3 of 4 seeds): ")
+    assert out["ci95_low"] < out["mean_diff_points"] < out["ci95_high"]
+    assert out["decision"].endswith(one_round.rule(out["ci95_low"], out["ci95_high"]))
+    assert out["per_step"]["pad"]["replayed_rows"] == 6.0 and out["per_step"]["resample"]["supplementary_samples"] == 1.0
+    with pytest.raises(ValueError, match="at least 2 common seeds"):
+        one_round.check(pad[:1], resample, seeds=[0, 1])
