@@ -208,3 +208,18 @@ def test_base_model_pilot_on_the_training_pool(tiny_model_path):
     assert result["ila"] == pytest.approx(sum(met) / 6)
     assert result["truncated_fraction"] == pytest.approx(sum(c["tokens"] >= 8 for c in result["completions"]) / 6)
     assert result["fraction_at_least"] == {}  # no reporting cutoff (64, 96, ...) is within 8 tokens
+
+
+def test_rows_command_writes_the_preregistered_training_rows(tmp_path, capsys):
+    """`real_task rows` writes exactly the rows a pre-registration's runs train on (the paired cost uses them)."""
+    pytest.importorskip("yaml")
+    from benchmarks.learning import real_task
+    from benchmarks.learning.decisive import load_preregistration, task_config
+
+    prereg = str(real_task.REPO_ROOT / "benchmarks" / "preregistered" / "decisive-smollm2.yaml")
+    out = tmp_path / "rows.jsonl"
+    assert real_task.main(["rows", "--preregistration", prereg, "--out", str(out)]) == 0
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    expected = build_rows(task_config(load_preregistration(prereg)))["rl"]
+    assert written == expected and len(written) == task_config(load_preregistration(prereg)).num_rl_prompts
+    assert json.loads(capsys.readouterr().out) == {"rows": len(written), "out": str(out)}
