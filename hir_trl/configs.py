@@ -46,7 +46,7 @@ class HiRConfig(GRPOConfig):
     5. ``beta=0.0`` (paper: KL loss coefficient 1e-4), TRL's default.
 
     The first three were chosen on the learning benchmark; whether the resulting default learns better than RL-CR
-    is not established (the decisive experiment is interim: -2.2 points, 95% interval [-5.5, +1.0], after 7 of its
+    is not established (the decisive experiment is interim: -2.2 points, 95% interval [-5.0, +0.5], after 8 of its
     12 seeds on the synthetic task; benchmarks/README.md). The last two are TRL's defaults.
 
     Rewards: ``reward_mode`` picks the constraint reward (ILA or CLA; 1 for a replay). With extra reward functions
