@@ -96,6 +96,12 @@ def test_compare_pairs_by_seed_and_decides():
     assert result["bootstrap"]["low"] <= result["t"]["mean"] <= result["bootstrap"]["high"]
     # HiR spends 75% of the tokens: over the common token budget its curve is compared on the same x range
     assert all(d > 0 for d in result["auc_tokens"]["diffs"])
+    summary = paired.auc_summary(result, "tokens")
+    assert summary["per_seed"] == result["auc_tokens"]["diffs"]
+    assert summary["mean"] == pytest.approx(sum(summary["per_seed"]) / 6)
+    assert summary["ci95_low"] < summary["mean"] < summary["ci95_high"]
+    with pytest.raises(KeyError):
+        paired.auc_summary(result, "steps")
     match = paired.tokens_to_match(runs_a, runs_b)
     assert match["ratio"] is not None and match["ratio"] < 0.75
 

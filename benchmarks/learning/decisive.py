@@ -168,14 +168,8 @@ def decide_all(specs: Sequence[dict[str, Any]], bootstrap_reps: int = 10_000) ->
                     sd_diff_points=result["t"]["sd"],
                     diff_points_per_seed=result["diffs"], hir_final_ila_points=result["final_a"],
                     baseline_final_ila_points=result["final_b"], bootstrap_seeds_prompts=result.get("bootstrap"),
-                    auc_ila_vs_tokens_diff={"mean": result["auc_tokens"]["t"]["mean"],
-                                            "ci95_low": result["auc_tokens"]["t"]["low"],
-                                            "ci95_high": result["auc_tokens"]["t"]["high"],
-                                            "per_seed": result["auc_tokens"]["diffs"]},
-                    auc_ila_vs_seconds_diff={"mean": result["auc_seconds"]["t"]["mean"],
-                                             "ci95_low": result["auc_seconds"]["t"]["low"],
-                                             "ci95_high": result["auc_seconds"]["t"]["high"],
-                                             "per_seed": result["auc_seconds"]["diffs"]},
+                    auc_ila_vs_tokens_diff=paired.auc_summary(result, "tokens"),
+                    auc_ila_vs_seconds_diff=paired.auc_summary(result, "seconds"),
                     tokens_to_reach_baseline_final=paired.tokens_to_match(
                         [r for r in hir_runs if r["seed"] in common], [r for r in base_runs if r["seed"] in common]),
                 )

@@ -68,10 +68,7 @@ def check(pad_records: Sequence[dict[str, Any]], resample_records: Sequence[dict
         "diff_points_per_seed": result["diffs"], "pad_final_ila_points": result["final_a"],
         "resample_final_ila_points": result["final_b"], "bootstrap_seeds_prompts": result.get("bootstrap"),
         "eval_completions": result["eval_completions"],
-        "auc_ila_vs_tokens_diff": {"mean": result["auc_tokens"]["t"]["mean"],
-                                   "ci95_low": result["auc_tokens"]["t"]["low"],
-                                   "ci95_high": result["auc_tokens"]["t"]["high"],
-                                   "per_seed": result["auc_tokens"]["diffs"]},
+        "auc_ila_vs_tokens_diff": paired.auc_summary(result, "tokens"),
         "per_step": {arm: {"replayed_rows": _per_step(records, "hir/replayed_rows"),
                            "supplementary_samples": _per_step(records, "hir/supplementary_samples"),
                            "generated_tokens": _per_step(records, "hir/generated_tokens")}

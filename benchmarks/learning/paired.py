@@ -173,6 +173,18 @@ def bootstrap_interval(diff_matrix: Sequence[Sequence[float]], reps: int = 10_00
     return {"low": float(np.quantile(means, alpha)), "high": float(np.quantile(means, 1 - alpha)), "reps": reps}
 
 
+def auc_summary(result: dict[str, Any], budget: str) -> dict[str, Any]:
+    """The AUC difference of a :func:`compare` result against ``budget`` (``"tokens"`` or ``"seconds"``) as reported:
+    ``mean``, ``ci95_low``, ``ci95_high`` (points of normalized area) and ``per_seed``.
+
+    Raises:
+        KeyError: ``budget`` is neither ``"tokens"`` nor ``"seconds"``.
+    """
+    auc = result[f"auc_{budget}"]
+    return {"mean": auc["t"]["mean"], "ci95_low": auc["t"]["low"], "ci95_high": auc["t"]["high"],
+            "per_seed": auc["diffs"]}
+
+
 def compare(runs_a: Sequence[dict[str, Any]], runs_b: Sequence[dict[str, Any]], bootstrap_reps: int = 10_000
             ) -> dict[str, Any]:
     """Paired comparison of arm A against arm B over their common seeds (see the module docstring).
