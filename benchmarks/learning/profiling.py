@@ -22,10 +22,13 @@ bucket             what it times
 including generation; held-out evaluation runs after it and is not counted. Generated tokens are counted from the
 completion ids ``_generate_single_turn`` returns (EOS included, as ``completion_mask`` counts them). Peak memory:
 on CUDA ``torch.cuda.max_memory_allocated`` per step (stats reset at each step begin); on CPU the process's peak
-resident set size during the step, sampled every 5 ms by a thread (it includes the ~0.6 GiB of Python, torch and
-transformers, and memory glibc keeps after frees, so only differences between methods are telling). On CPU the
-sampler also keeps the peak seen while each bucket runs (``peak_memory_mb_<bucket>``), which says which phase
-holds the step's peak; ``generate_calls`` counts the decoding rounds of the step.
+resident set size during the step. On Linux that is the kernel's own high-water mark (``VmHWM`` in
+``/proc/self/status``, reset by writing ``5`` to ``/proc/self/clear_refs`` at each step begin and bucket switch), so
+a short-lived spike is never missed; where ``clear_refs`` cannot be written a thread samples the RSS every 5 ms
+instead, which misses spikes shorter than its period (``peak_memory_source`` says which: ``hwm`` or ``sampled``).
+Either includes the ~0.6 GiB of Python, torch and transformers, and memory glibc keeps after frees, so only
+differences between methods are telling. On CPU the peak of each bucket is kept too (``peak_memory_mb_<bucket>``),
+which says which phase holds the step's peak; ``generate_calls`` counts the decoding rounds of the step.
 """
 
 from __future__ import annotations
@@ -47,40 +50,74 @@ def _rss_bytes() -> int:
         return int(handle.read().split()[1]) * resource.getpagesize()
 
 
+def _hwm_bytes() -> int:
+    """The kernel's peak resident set size of this process since the last reset (``VmHWM``), in bytes."""
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise OSError("/proc/self/status has no VmHWM line")
+
+
+def _reset_hwm() -> bool:
+    """Reset ``VmHWM`` to the current RSS; False where the kernel does not allow it (not Linux, no procfs)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+        _hwm_bytes()
+    except OSError:
+        return False
+    return True
+
+
 class _RssSampler:
-    """Peak RSS over an interval, sampled by a daemon thread."""
+    """Peak RSS over an interval, overall and per bucket: the kernel's high-water mark where it can be reset,
+    else sampled by a daemon thread."""
 
     def __init__(self, interval: float = 0.005) -> None:
         self.interval, self.peak, self._stop = interval, 0, threading.Event()
         self._thread: threading.Thread | None = None
         self.label = "optimizer"  # the bucket running now (set by StepProfiler)
         self.peaks: dict[str, int] = defaultdict(int)
+        self.exact = False  # True while the kernel's high-water mark is used
+
+    def _charge(self, rss: int) -> None:
+        self.peak = max(self.peak, rss)
+        self.peaks[self.label] = max(self.peaks[self.label], rss)
 
     def mark(self, label: str) -> None:
-        """Switch the bucket the next samples are charged to (sampling once at the switch)."""
-        rss = _rss_bytes()
-        self.peaks[self.label] = max(self.peaks[self.label], rss)
+        """Switch the bucket the next memory is charged to."""
+        if self.exact:
+            self._charge(_hwm_bytes())
+            _reset_hwm()
+        else:
+            self._charge(_rss_bytes())
         self.label = label
-        self.peaks[label] = max(self.peaks[label], rss)
+        self.peaks[label] = max(self.peaks[label], _rss_bytes())
 
     def start(self) -> None:
         self.peak = _rss_bytes()
         self.peaks = defaultdict(int)
+        self.exact = _reset_hwm()
+        if self.exact:
+            return
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            rss = _rss_bytes()
-            self.peak = max(self.peak, rss)
-            self.peaks[self.label] = max(self.peaks[self.label], rss)
+            self._charge(_rss_bytes())
 
     def stop(self) -> int:
+        if self.exact:
+            self._charge(_hwm_bytes())
+            return self.peak
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        self.peak = max(self.peak, _rss_bytes())
+            self._thread = None
+        self._charge(_rss_bytes())
         return self.peak
 
 
@@ -181,4 +218,5 @@ class StepProfiler(TrainerCallback):
         if not self.cuda:
             for bucket, value in self._rss.peaks.items():
                 record[f"peak_memory_mb_{bucket}"] = value / 2**20
+            record["peak_memory_source"] = "hwm" if self._rss.exact else "sampled"
         self.steps.append(record)

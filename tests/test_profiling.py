@@ -1,0 +1,52 @@
+"""The cost benchmark's peak-memory measurement: a transient allocation is charged to the bucket that made it."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+
+from benchmarks.learning import profiling
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+MB = 2**20
+
+
+def _spike(megabytes: int, hold: float = 0.0) -> None:
+    """Make ``megabytes`` resident for ``hold`` seconds, then free them."""
+    buffer = bytearray(megabytes * MB)
+    buffer[::4096] = b"\x01" * len(buffer[::4096])  # touch every page
+    time.sleep(hold)
+    del buffer
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_a_freed_spike_lands_in_its_bucket(monkeypatch, exact):
+    if not exact:
+        monkeypatch.setattr(profiling, "_reset_hwm", lambda: False)
+    elif not profiling._reset_hwm():
+        pytest.skip("/proc/self/clear_refs is not writable here")
+    sampler = profiling._RssSampler(interval=0.001)
+    sampler.start()
+    assert sampler.exact is exact
+    base = profiling._rss_bytes()
+    sampler.mark("generation")
+    _spike(300, hold=0.0 if exact else 0.05)  # a sampling thread needs the memory resident while it looks
+    sampler.mark("selection")
+    _spike(60)
+    peak = sampler.stop()
+    assert sampler.peaks["generation"] >= base + 280 * MB
+    assert sampler.peaks["selection"] < base + 200 * MB
+    assert peak == max(sampler.peaks.values())
+
+
+def test_the_high_water_mark_catches_a_spike_no_sampler_could():
+    if not profiling._reset_hwm():
+        pytest.skip("/proc/self/clear_refs is not writable here")
+    sampler = profiling._RssSampler(interval=60.0)  # a sampler this slow would see nothing
+    sampler.start()
+    base = profiling._rss_bytes()
+    _spike(250)
+    assert sampler.stop() >= base + 230 * MB
