@@ -26,6 +26,7 @@ PAPER_VALUES: dict[str, Any] = {
     "replay_truncated_completions": True,
     "advantage_estimator": "reinforce_pp",
     "beta": 1e-4,
+    "replay_shortfall": "resample",
 }
 
 
@@ -34,7 +35,7 @@ class HiRConfig(GRPOConfig):
     r"""Configuration for `HiRTrainer`: TRL's `GRPOConfig` plus the Hindsight instruction Replay fields.
 
     Defaults are the paper's (Appendix A): m = ``num_generations`` = 6 sampled responses per instruction,
-    k = ``num_replays`` = 2 hindsight replays per group, lambda_0 = 2 and eta = 0.05, except in five fields
+    k = ``num_replays`` = 2 hindsight replays per group, lambda_0 = 2 and eta = 0.05, except in six fields
     (`PAPER_VALUES`, listed on every model card; the paper recipes set the paper's values, docs/faithfulness.md):
 
     1. ``reward_mode="cla"`` (paper: ``"ila"``), the fraction of constraints met as the sampled rows' reward;
@@ -43,11 +44,14 @@ class HiRConfig(GRPOConfig):
     3. ``replay_truncated_completions=False`` (paper: ``True``), a completion cut off at the length limit is not
        replayed;
     4. ``advantage_estimator="grpo"`` (paper: ``"reinforce_pp"``, Reinforce++), TRL's group-relative advantage;
-    5. ``beta=0.0`` (paper: KL loss coefficient 1e-4), TRL's default.
+    5. ``beta=0.0`` (paper: KL loss coefficient 1e-4), TRL's default;
+    6. ``replay_shortfall="pad"`` (paper: ``"resample"``), a group with z < k replay candidates gets k - z
+       zero-weight rows instead of k - z supplementary samples, so a step needs one generation call, not two.
 
-    The first three were chosen on the learning benchmark; whether the resulting default learns better than RL-CR
-    is not established (the decisive experiment is interim: -2.2 points, 95% interval [-5.0, +0.5], after 8 of its
-    12 seeds on the synthetic task; benchmarks/README.md). The last two are TRL's defaults.
+    The first three were chosen on the learning benchmark and the sixth by a pre-registered check of its cost and
+    learning; 4 and 5 are TRL's defaults. Whether the resulting default learns better than RL-CR is not established
+    (the decisive experiment is interim: -2.2 points, 95% interval [-5.0, +0.5], after 8 of its 12 seeds on the
+    synthetic task; benchmarks/README.md).
 
     Rewards: ``reward_mode`` picks the constraint reward (ILA or CLA; 1 for a replay). With extra reward functions
     (``HiRTrainer(reward_funcs=[...])``), a row's reward is TRL's weighted sum ``reward_weights[0] x constraint
@@ -88,9 +92,10 @@ class HiRConfig(GRPOConfig):
         replay_old_logps (`str`, defaults to `"original"`):
             ``"original"``: a replay's old log-probs are those of y under q (paper eq. 7-8);
             ``"hindsight"``: under q'.
-        replay_shortfall (`str`, defaults to `"resample"`):
-            ``"resample"``: k - z supplementary samples for a group with z < k candidates (paper §3.2);
-            ``"pad"``: zero-weight padding rows.
+        replay_shortfall (`str`, defaults to `"pad"`):
+            For a group with z < k candidates: ``"pad"`` (default): k - z zero-weight padding rows, one generation
+            call per step (departure 6 above); ``"resample"``: k - z supplementary samples under q, drawn in a second
+            generation call unless ``supplementary_provision`` drew them in the first (paper §3.2).
         supplementary_provision (`str`, defaults to `"none"`):
             When the supplementary samples are drawn. ``"none"`` (the paper's order): in a second generation call
             after the selection, for the groups short of candidates. ``"predicted"``: the first call also draws e
@@ -200,9 +205,10 @@ class HiRConfig(GRPOConfig):
                   "choices": ["original", "hindsight"]},
     )
     replay_shortfall: str = field(
-        default="resample",
-        metadata={"help": "When a group has z < k replay candidates: 'resample' generates k - z supplementary "
-                  "samples under q (paper §3.2); 'pad' adds zero-weight rows instead.",
+        default="pad",
+        metadata={"help": "When a group has z < k replay candidates: 'pad' (default) adds k - z zero-weight rows, so "
+                  "a step needs one generation call; 'resample' generates k - z supplementary samples under q "
+                  "(paper §3.2), in a second generation call unless supplementary_provision drew them.",
                   "choices": ["resample", "pad"]},
     )
     supplementary_provision: str = field(

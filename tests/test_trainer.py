@@ -17,11 +17,12 @@ from hir_trl.trainer import check_batch_layout
 def make_args(tmp_path, **overrides):
     # The random tiny model never emits EOS, so its completions can be replayed only with
     # replay_truncated_completions; the batch-surgery tests check the paper's group advantage, while the default
-    # 'positive' advantage has tests of its own (test_objective.py).
+    # 'positive' advantage has tests of its own (test_objective.py); likewise the paper's supplementary samples
+    # (replay_shortfall 'resample') against the default 'pad'.
     values = dict(output_dir=str(tmp_path / "out"), per_device_train_batch_size=12, max_steps=1,
                   max_completion_length=16, bf16=False, use_cpu=True, gradient_checkpointing=False,
                   report_to="none", logging_steps=1, save_strategy="no", seed=0, learning_rate=1e-4,
-                  replay_truncated_completions=True, replay_advantage="group")
+                  replay_truncated_completions=True, replay_advantage="group", replay_shortfall="resample")
     values.update(overrides)
     return HiRConfig(**values)
 
@@ -220,7 +221,8 @@ def test_config_validation_and_paper_defaults(tmp_path):
     # hir-trl's measured defaults where it departs from the paper (docs/faithfulness.md)
     assert (args.replay_advantage, args.replay_weight, args.replay_truncated_completions, args.reward_mode) == (
         "positive", 1.0, False, "cla")
-    assert (args.replay_shortfall, args.supplementary_provision) == ("resample", "none")  # the paper's order
+    # one generation call per step: a group short of candidates gets padding rows (the paper: a second call)
+    assert (args.replay_shortfall, args.supplementary_provision) == ("pad", "none")
     for field, value in [("num_replays", -1), ("eta", -0.5), ("diversity_aggregation", "max"),
                          ("reward_mode", "dense"), ("replay_min_satisfied", -2), ("supplementary_provision", "some"),
                          ("supplementary_provision_coverage", 0.0), ("supplementary_provision_coverage", 1.5)]:

@@ -13,10 +13,12 @@ method         HiRConfig
 ``rl_ir``      ``num_generations=m+k, num_replays=0, reward_mode="ila"`` (plain GRPO, binary reward)
 ``rl_cr``      ``num_generations=m+k, num_replays=0, reward_mode="cla"`` (plain GRPO, constraint-average reward)
 ``hir_cla``    ``num_generations=m, num_replays=k, replay_selection="curriculum", reward_mode="cla"`` (HiR's replay
-               on top of RL-CR's reward for the sampled rows: HiRConfig's default)
+               on top of RL-CR's reward for the sampled rows: HiRConfig's default, but for replay_shortfall)
 ============== ============================================================================================
 
-All use ``advantage_estimator="grpo"`` (TRL's group baseline and std scaling), ``beta=0``, temperature 1.0, a
+All use ``advantage_estimator="grpo"`` (TRL's group baseline and std scaling), ``beta=0``,
+``replay_shortfall="resample"`` (the paper's, as the pre-registered arms were defined; ``--extra`` overrides it),
+temperature 1.0, a
 constant learning rate and one optimizer step per generation batch. Held-out ILA/CLA and per-constraint-type
 accuracy are measured every ``--eval-every`` steps by sampling (temperature ``--eval-temperature``) one response per
 held-out prompt, under a fixed seed (the same random numbers at every evaluation point and for every method).
@@ -240,7 +242,9 @@ def run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_p
             max_completion_length=bench.max_completion_length, temperature=bench.temperature, beta=0.0,
             advantage_estimator="grpo", lambda_0=bench.lambda_0, eta=bench.eta, use_cpu=not cuda, bf16=cuda,
             gradient_checkpointing=False, logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True,
-            log_completions=False, judge_model="", dataloader_num_workers=0)
+            log_completions=False, judge_model="", dataloader_num_workers=0,
+            # the pre-registered arms were defined when the default was the paper's "resample": kept for every method
+            replay_shortfall="resample")
         settings.update(overrides)
         settings.update(json.loads(bench.extra) if bench.extra else {})
         settings.setdefault("per_device_train_batch_size", bench.prompts_per_step * settings["num_generations"])

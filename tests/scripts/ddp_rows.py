@@ -65,7 +65,7 @@ def main() -> None:
                      max_completion_length=12, bf16=False, use_cpu=True, gradient_checkpointing=False,
                      report_to="none", logging_steps=1, save_strategy="no", seed=0, beta=0.04,
                      replay_truncated_completions=True,  # the random tiny model never emits EOS
-                     supplementary_provision=cli.provision,
+                     replay_shortfall="resample", supplementary_provision=cli.provision,
                      deepspeed=cli.deepspeed, ddp_timeout=120)  # a rank out of step fails, never waits 30 minutes
     trainer = HiRTrainer(model=cli.model, args=args, train_dataset=load_hir_dataset(cli.data))
     rank = trainer.accelerator.process_index

@@ -78,7 +78,7 @@ def main() -> None:
                      num_generations=6, num_replays=2, max_steps=cli.max_steps, max_completion_length=16,
                      learning_rate=cli.learning_rate, lr_scheduler_type="constant", bf16=False, use_cpu=True,
                      gradient_checkpointing=False, report_to="none", logging_steps=1, save_strategy="no", seed=0,
-                     replay_truncated_completions=True, replay_min_satisfied=1,
+                     replay_truncated_completions=True, replay_min_satisfied=1, replay_shortfall="resample",
                      replay_old_logps=cli.replay_old_logps, use_vllm=True, vllm_mode=cli.mode,
                      vllm_server_host="127.0.0.1", vllm_server_port=cli.server_port, vllm_max_model_length=512)
     trainer = HiRTrainer(model=cli.model, args=args, train_dataset=load_hir_dataset(cli.data))
