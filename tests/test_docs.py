@@ -146,7 +146,10 @@ def test_readme_example_runs_verbatim_and_pushes_to_the_hub(tmp_path, monkeypatc
     trainer = namespace["trainer"]
     assert trainer.state.global_step == 2
     logged = [entry for entry in trainer.state.log_history if "hir/rows_per_group" in entry]
-    assert logged and all(entry["hir/rows_per_group"] == 8 for entry in logged)  # m + k rows in every group
+    # one generation call a step: m = 6 sampled rows per group plus its replays, and padding for the slots no
+    # candidate fills (replay_shortfall "pad"), never supplementary samples
+    assert logged and all(6 <= entry["hir/rows_per_group"] <= 8 and entry["hir/generate_calls"] == 1
+                          and entry["hir/supplementary_samples"] == 0 for entry in logged)
     assert [repo for repo, _ in hub.created] == ["your-name/tiny-hir"]  # hub_model_id, created once
     pushed = tmp_path / "hub" / "your-name" / "tiny-hir"
     assert (pushed / "model.safetensors").is_file() and (pushed / "tokenizer.json").is_file()
