@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -105,7 +104,7 @@ def worker(args: argparse.Namespace) -> None:
         "gradient_checkpointing", "max_completion_length", "seed")}
     Path(args.result).write_text(json.dumps({
         "method": args.method, "config": config, "overrides": args.override, "threads": args.threads,
-        "setup_seconds": setup, "process_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "setup_seconds": setup, "process_peak_rss_mb": profiler.process_peak_mb(),
         "steps": steps}, indent=1))
 
 

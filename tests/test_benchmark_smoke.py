@@ -55,6 +55,12 @@ def test_toy_benchmark_end_to_end(tmp_path):
                                           "optimizer"))
             assert parts == pytest.approx(step["step_seconds"], rel=0.05)
             assert step["generated_tokens"] > 0
+            # the optimizer phase, micro-batch by micro-batch: every trained row, each with its shape and peak
+            micro = step["micro_batches"]
+            assert sum(mb["rows"] for mb in micro) == 2 * 8
+            assert all(0 < mb["longest_completion"] <= mb["completion_tokens"] for mb in micro)
+            if step["peak_memory_source"] == "hwm":
+                assert all(0 < mb["peak_memory_mb"] <= step["peak_memory_mb"] + 1e-6 for mb in micro)
     # the step-0 evaluation (the starting checkpoint, fixed sampling seed) is computed once and shared
     first, second = (runs[name]["evals"][0] for name in ("hir-seed0", "rl_ir-seed0"))
     assert first["verdicts"] == second["verdicts"] and first["ila"] == second["ila"]

@@ -50,3 +50,15 @@ def test_the_high_water_mark_catches_a_spike_no_sampler_could():
     base = profiling._rss_bytes()
     _spike(250)
     assert sampler.stop() >= base + 230 * MB
+
+
+def test_the_process_peak_survives_the_resets():
+    if not profiling._reset_hwm():
+        pytest.skip("/proc/self/clear_refs is not writable here")
+    sampler = profiling._RssSampler()
+    sampler.start()
+    base = profiling._rss_bytes()
+    _spike(250)
+    sampler.mark("generation")  # resets the kernel's mark: ru_maxrss alone now forgets the spike
+    sampler.stop()
+    assert sampler.process_peak() >= base + 230 * MB

@@ -80,16 +80,37 @@ class _RssSampler:
         self.label = "optimizer"  # the bucket running now (set by StepProfiler)
         self.peaks: dict[str, int] = defaultdict(int)
         self.exact = False  # True while the kernel's high-water mark is used
+        self._lifetime = 0  # the process's peak across resets of the high-water mark
 
     def _charge(self, rss: int) -> None:
         self.peak = max(self.peak, rss)
         self.peaks[self.label] = max(self.peaks[self.label], rss)
 
+    def _reset(self) -> bool:
+        """Fold the high-water mark into the process's peak, then reset it (see `_reset_hwm`)."""
+        try:
+            self._lifetime = max(self._lifetime, _hwm_bytes())
+        except OSError:
+            return False
+        return _reset_hwm()
+
+    def process_peak(self) -> int:
+        """The process's peak RSS in bytes since it started: ``ru_maxrss`` covers the time since the last reset of
+        the high-water mark, and the peaks folded in at each reset cover the time before."""
+        return max(self._lifetime, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+
+    def take(self) -> int:
+        """The high-water mark since the last reset, in bytes, charged to the current bucket; then reset it.
+        Only with ``exact``."""
+        hwm = _hwm_bytes()
+        self._charge(hwm)
+        self._reset()
+        return hwm
+
     def mark(self, label: str) -> None:
         """Switch the bucket the next memory is charged to."""
         if self.exact:
-            self._charge(_hwm_bytes())
-            _reset_hwm()
+            self.take()
         else:
             self._charge(_rss_bytes())
         self.label = label
@@ -98,7 +119,7 @@ class _RssSampler:
     def start(self) -> None:
         self.peak = _rss_bytes()
         self.peaks = defaultdict(int)
-        self.exact = _reset_hwm()
+        self.exact = self._reset()
         if self.exact:
             return
         self._stop.clear()
@@ -126,7 +147,10 @@ class StepProfiler(TrainerCallback):
 
     Attributes:
         steps: one dict per optimizer step: ``step``, ``step_seconds``, each bucket in `BUCKETS` (seconds),
-            ``generated_tokens``, ``generated_sequences``, ``peak_memory_mb``.
+            ``generated_tokens``, ``generated_sequences``, ``generate_calls``, ``peak_memory_mb`` (with, on CPU,
+            ``peak_memory_mb_<bucket>`` and ``peak_memory_source``), and ``micro_batches``: per micro-batch of the
+            optimizer phase its ``rows``, padded ``prompt_tokens`` and ``completion_tokens``, ``longest_completion``
+            and, with the kernel's high-water mark, its ``peak_memory_mb``.
     """
 
     def __init__(self, device: str = "cpu") -> None:
@@ -136,6 +160,8 @@ class StepProfiler(TrainerCallback):
         self._current: dict[str, float] = defaultdict(float)
         self._step_start = 0.0
         self._rss = _RssSampler()
+        self._shape: dict[str, int] = {}
+        self._micro_batches: list[dict[str, Any]] = []
 
     # ---------------------------------------------------------------- wrapping
     def attach(self, trainer) -> StepProfiler:
@@ -146,8 +172,43 @@ class StepProfiler(TrainerCallback):
         self._wrap(trainer, "_generate_and_score_completions", lambda *a, **k: "trl_scoring")
         if hasattr(trainer, "_complete_groups"):
             self._wrap(trainer, "_complete_groups", lambda *a, **k: "selection")
+        self._wrap_micro_batches(trainer)
         trainer.add_callback(self)
         return self
+
+    def process_peak_mb(self) -> float:
+        """The process's peak RSS since it started, in MiB (CPU; the step peaks reset the kernel's high-water mark,
+        so ``ru_maxrss`` alone would cover only the time since the last reset)."""
+        return self._rss.process_peak() / 2**20
+
+    def _wrap_micro_batches(self, trainer) -> None:
+        """Record each micro-batch of the optimizer phase: its shape (``rows``, ``prompt_tokens`` and
+        ``completion_tokens``: the padded widths; ``longest_completion``: the most completion tokens of a row) from
+        ``compute_loss``'s inputs, and the peak RSS of its ``training_step`` (loss forward and backward), in MiB."""
+        compute_loss, training_step = trainer.compute_loss, trainer.training_step
+        profiler = self
+
+        def shaped(model, inputs, *args, **kwargs):
+            if isinstance(inputs, dict) and "completion_ids" in inputs and "prompt_ids" in inputs:
+                profiler._shape = {"rows": int(inputs["completion_ids"].size(0)),
+                                   "prompt_tokens": int(inputs["prompt_ids"].size(1)),
+                                   "completion_tokens": int(inputs["completion_ids"].size(1)),
+                                   "longest_completion": int(inputs["completion_mask"].sum(1).max())}
+            return compute_loss(model, inputs, *args, **kwargs)
+
+        def stepped(*args, **kwargs):
+            profiler._shape = {}
+            exact = not profiler.cuda and profiler._rss.exact
+            if exact:
+                profiler._rss.take()  # what came before this micro-batch is charged, the mark starts afresh
+            result = training_step(*args, **kwargs)
+            record = dict(profiler._shape)
+            if exact:
+                record["peak_memory_mb"] = profiler._rss.take() / 2**20
+            profiler._micro_batches.append(record)
+            return result
+
+        trainer.compute_loss, trainer.training_step = shaped, stepped
 
     def _sync(self) -> None:
         if self.cuda:
@@ -191,6 +252,7 @@ class StepProfiler(TrainerCallback):
     # ---------------------------------------------------------------- callback
     def on_step_begin(self, args, state, control, **kwargs):
         self._current = defaultdict(float)
+        self._micro_batches = []
         if self.cuda:
             torch.cuda.reset_peak_memory_stats()
         else:
@@ -219,4 +281,5 @@ class StepProfiler(TrainerCallback):
             for bucket, value in self._rss.peaks.items():
                 record[f"peak_memory_mb_{bucket}"] = value / 2**20
             record["peak_memory_source"] = "hwm" if self._rss.exact else "sampled"
+        record["micro_batches"] = self._micro_batches
         self.steps.append(record)
