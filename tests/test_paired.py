@@ -210,3 +210,42 @@ def test_one_round_rule_and_check_pair_pad_with_resample_by_seed():
     assert out["per_step"]["pad"]["replayed_rows"] == 6.0 and out["per_step"]["resample"]["supplementary_samples"] == 1.0
     with pytest.raises(ValueError, match="at least 2 common seeds"):
         one_round.check(pad[:1], resample, seeds=[0, 1])
+
+
+def test_constraint_kind_splits_relations():
+    assert paired.constraint_kind({"instruction_id": "punctuation:no_comma", "kwargs": {}}) == "punctuation:no_comma"
+    words = {"instruction_id": "length_constraints:number_words", "kwargs": {"relation": "less than", "num_words": 9}}
+    assert paired.constraint_kind(words) == "length_constraints:number_words (less than)"
+
+
+def test_compare_constraints_finds_the_kind_that_differs():
+    rows, samples = ["p0", "p1"], 2
+    kinds_of = {"p0": ["comma", "short"], "p1": ["short", "keyword"]}
+    # arm A never meets "short", arm B always does; both meet every other constraint
+    runs_a = [_record("hir_cla", s, ["10", "10", "01", "01"], rows, samples) for s in range(3)]
+    runs_b = [_record("rl_cr", s, ["11", "11", "11", "11"], rows, samples) for s in range(3)]
+    rates = paired.constraint_pass_rates(paired.final_eval(runs_a[0]), kinds_of)
+    assert rates == {"comma": 1.0, "keyword": 1.0, "short": 0.0}
+    out = paired.compare_constraints(runs_a, runs_b, kinds_of)
+    assert out["short"]["diffs"] == [-100.0] * 3 and out["short"]["a"] == 0.0 and out["short"]["b"] == 100.0
+    assert out["comma"]["diffs"] == [0.0] * 3
+    with pytest.raises(ValueError, match="p0"):
+        paired.constraint_pass_rates(paired.final_eval(runs_a[0]), {"p0": ["comma"], "p1": ["short", "keyword"]})
+    with pytest.raises(KeyError):
+        paired.constraint_pass_rates(paired.final_eval(runs_a[0]), {"p1": ["short", "keyword"]})
+
+
+def test_held_out_kinds_rebuilds_the_synthetic_prompts():
+    from benchmarks.learning import decisive
+    from benchmarks.learning.task import TaskConfig, build_data
+
+    # the held-out pool is drawn first, so building it alone gives the same prompts as the full build
+    small = TaskConfig(num_rl_prompts=16, num_eval_prompts=8, num_sft_examples=8)
+    assert build_data(small, eval_only=True)["eval"] == build_data(small)["eval"]
+    spec = decisive.load_preregistration(decisive.PREREGISTERED / "decisive-synthetic.yaml")
+    kinds = decisive.held_out_kinds(spec)
+    rows = build_data(decisive.task_config(spec), eval_only=True)["eval"]
+    assert list(kinds) == [row["id"] for row in rows] and len(rows) == spec["bench"]["eval_prompts"]
+    assert kinds[rows[0]["id"]] == [paired.constraint_kind(c) for c in rows[0]["constraints"]]
+    with pytest.raises(NotImplementedError):
+        decisive.held_out_kinds({**spec, "task": "smollm2"})

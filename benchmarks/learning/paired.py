@@ -101,6 +101,60 @@ def per_prompt_ila(evaluation: dict[str, Any]) -> tuple[list[str], list[float]]:
     return list(rows), ila
 
 
+def constraint_kind(constraint: dict[str, Any]) -> str:
+    """The kind a constraint is reported under: its ``instruction_id``, plus the ``relation`` of its ``kwargs``
+    where it has one (``length_constraints:number_words`` "less than" and "at least" pull in opposite directions)."""
+    relation = (constraint.get("kwargs") or {}).get("relation")
+    return f"{constraint['instruction_id']} ({relation})" if relation else constraint["instruction_id"]
+
+
+def constraint_pass_rates(evaluation: dict[str, Any], kinds_of: dict[str, Sequence[str]]) -> dict[str, float]:
+    """Per constraint kind, the fraction of its (prompt, sample) verdicts met in one held-out evaluation.
+
+    Args:
+        evaluation: one entry of a record's ``evals``, with its ``verdicts``.
+        kinds_of: prompt id -> the kind (`constraint_kind`) of each of its constraints, in verdict order.
+
+    Raises:
+        KeyError: a prompt of the evaluation is not in ``kinds_of``.
+        ValueError: a verdict string does not have one character per constraint of its prompt.
+    """
+    verdicts = evaluation["verdicts"]
+    met: dict[str, list[int]] = {}
+    for r, row_id in enumerate(verdicts["rows"]):
+        kinds = kinds_of[row_id]
+        for passed in verdicts["passed"][r * verdicts["samples"]:(r + 1) * verdicts["samples"]]:
+            if len(passed) != len(kinds):
+                raise ValueError(f"prompt {row_id}: verdict {passed!r} for {len(kinds)} constraints")
+            for kind, bit in zip(kinds, passed):
+                met.setdefault(kind, []).append(bit == "1")
+    return {kind: sum(bits) / len(bits) for kind, bits in sorted(met.items())}
+
+
+def compare_constraints(runs_a: Sequence[dict[str, Any]], runs_b: Sequence[dict[str, Any]],
+                        kinds_of: dict[str, Sequence[str]]) -> dict[str, dict[str, Any]]:
+    """Per constraint kind, arm A against arm B at the final held-out evaluation, paired by seed: ``a`` and ``b``
+    (mean pass rates over seeds, points), ``diffs`` (A - B per common seed, points) and ``t`` (their t-interval).
+
+    Raises:
+        ValueError: no common seed.
+    """
+    a_by_seed, b_by_seed = {r["seed"]: r for r in runs_a}, {r["seed"]: r for r in runs_b}
+    seeds = sorted(set(a_by_seed) & set(b_by_seed))
+    if not seeds:
+        raise ValueError("the two arms share no seed")
+    rates_a = [constraint_pass_rates(final_eval(a_by_seed[s]), kinds_of) for s in seeds]
+    rates_b = [constraint_pass_rates(final_eval(b_by_seed[s]), kinds_of) for s in seeds]
+    out = {}
+    for kind in sorted(set().union(*rates_a, *rates_b)):
+        a = [100 * r[kind] for r in rates_a]
+        b = [100 * r[kind] for r in rates_b]
+        diffs = [x - y for x, y in zip(a, b)]
+        out[kind] = {"seeds": seeds, "a": sum(a) / len(a), "b": sum(b) / len(b), "diffs": diffs,
+                     "t": t_interval(diffs)}
+    return out
+
+
 def final_eval(record: dict[str, Any]) -> dict[str, Any]:
     return max(record["evals"], key=lambda e: e["step"])
 

@@ -358,8 +358,9 @@ def to_native(row: dict[str, Any]) -> dict[str, Any]:
     return {"id": row["id"], "task": row["task"], "constraints": row["constraints"], "template": row["template"]}
 
 
-def build_data(cfg: TaskConfig) -> dict[str, Any]:
-    """Three disjoint prompt pools (SFT, RL, held-out eval) and the SFT targets."""
+def build_data(cfg: TaskConfig, eval_only: bool = False) -> dict[str, Any]:
+    """Three disjoint prompt pools (SFT, RL, held-out eval) and the SFT targets; with ``eval_only``, the held-out
+    pool alone (drawn first, so it is the same)."""
     rng = random.Random(cfg.seed)
     seen: set[str] = set()
 
@@ -375,6 +376,8 @@ def build_data(cfg: TaskConfig) -> dict[str, Any]:
         return rows
 
     eval_rows = pool("eval", cfg.num_eval_prompts)
+    if eval_only:
+        return {"eval": eval_rows}
     rl_rows = pool("rl", cfg.num_rl_prompts)
     sft_rows = pool("sft", cfg.num_sft_examples)
     sft = []
