@@ -3,8 +3,8 @@
 It has three parts:
 
 1. per logged step: ILA and CLA of the sampled completions (``reward/ila``, ``reward/cla``), the hindsight
-   replays made (``hir/replayed_rows``) and the supplementary samples (``hir/supplementary_samples``), read from
-   the trainer's log history;
+   replays made (``hir/replayed_rows``), the supplementary samples (``hir/supplementary_samples``) and the
+   zero-weight padding rows (``hir/padded_rows``), read from the trainer's log history;
 2. example replays from the completion log (``log_completions: true``): for each, the original instruction q,
    the constraints the hindsight instruction q' kept (those the completion met), and the start of the completion y;
 3. where the final model, the latest checkpoint, the completion log and the model card are.
@@ -44,7 +44,7 @@ def _count(value: Any) -> str:
 
 
 def step_table(log_history: Sequence[Mapping[str, Any]], generations_per_step: float = 1.0) -> list[str]:
-    """Lines of the per-step table (ILA %, CLA %, replays, supplementary samples), plus totals.
+    """Lines of the per-step table (ILA %, CLA %, replays, supplementary samples, padding rows), plus totals.
 
     A logged entry holds the mean of its metrics over the generation batches since the previous entry
     (``logging_steps`` > 1), so the totals weigh each by its number of generation batches: the steps since the
@@ -54,9 +54,10 @@ def step_table(log_history: Sequence[Mapping[str, Any]], generations_per_step: f
     steps = _steps(log_history)
     if not steps:
         return ["No training step was logged."]
-    header = ("step", "ILA %", "CLA %", "replays", "supplementary")
+    header = ("step", "ILA %", "CLA %", "replays", "supplementary", "padded")
     rows = [(str(e.get("step", "?")), _pct(e.get("reward/ila")), _pct(e.get("reward/cla")),
-             _count(e.get("hir/replayed_rows")), _count(e.get("hir/supplementary_samples")))
+             _count(e.get("hir/replayed_rows")), _count(e.get("hir/supplementary_samples")),
+             _count(e.get("hir/padded_rows")))
             for e in _pick(steps, MAX_STEP_ROWS)]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in [header, *rows]]
@@ -70,9 +71,10 @@ def step_table(log_history: Sequence[Mapping[str, Any]], generations_per_step: f
         previous = step
     replays = sum(w * (e.get("hir/replayed_rows") or 0) for w, e in zip(weights, steps))
     supplementary = sum(w * (e.get("hir/supplementary_samples") or 0) for w, e in zip(weights, steps))
+    padded = sum(w * (e.get("hir/padded_rows") or 0) for w, e in zip(weights, steps))
     mean = "; each row is the mean over the steps since the previous row" if previous > len(steps) else ""
-    lines.append(f"Replays made: {round(replays):d}; supplementary samples: {round(supplementary):d} (over {previous} "
-                 f"steps{mean}).")
+    lines.append(f"Replays made: {round(replays):d}; supplementary samples: {round(supplementary):d}; padding rows: "
+                 f"{round(padded):d} (over {previous} steps{mean}).")
     return lines
 
 

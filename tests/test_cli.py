@@ -100,10 +100,12 @@ def _check_summary(printed, out):
     lines = printed.splitlines()
     for h in history:
         expected = [str(h["step"]), f"{100 * h['reward/ila']:.1f}", f"{100 * h['reward/cla']:.1f}",
-                    f"{h['hir/replayed_rows']:g}", f"{h['hir/supplementary_samples']:g}"]
+                    f"{h['hir/replayed_rows']:g}", f"{h['hir/supplementary_samples']:g}", f"{h['hir/padded_rows']:g}"]
         assert expected in [line.split() for line in lines], expected
     total = sum(h["hir/replayed_rows"] for h in history)
+    padded = sum(h["hir/padded_rows"] for h in history)
     assert f"Replays made: {total:g}; supplementary samples: " in printed
+    assert f"; padding rows: {padded:g} (over " in printed
     rows = {row["row_id"]: row for row in load_rows(SAMPLE_DATA)}
     starts = [i for i, line in enumerate(lines) if re.match(r"\s+\[\d\] step \d+, row ", line)]
     assert len(starts) == 2

@@ -74,12 +74,14 @@ def test_summary_reads_only_the_steps_of_this_run(tmp_path):
 
     for step in (2, 5):  # checkpoint-5: left by an earlier run that this one resumed from checkpoint-2 of
         (tmp_path / f"checkpoint-{step}").mkdir()
-    history = [{"step": 1, "reward/ila": 0.5, "hir/replayed_rows": 4.0, "hir/supplementary_samples": 0.0},
-               {"step": 3, "reward/ila": 0.5, "hir/replayed_rows": 3.0, "hir/supplementary_samples": 1.0}]
+    history = [{"step": 1, "reward/ila": 0.5, "hir/replayed_rows": 4.0, "hir/supplementary_samples": 0.0,
+                "hir/padded_rows": 0.0},
+               {"step": 3, "reward/ila": 0.5, "hir/replayed_rows": 3.0, "hir/supplementary_samples": 1.0,
+                "hir/padded_rows": 2.0}]
     text = training_summary(tmp_path, history, log_completions=False, last_step=3)
     assert f"last checkpoint : {tmp_path / 'checkpoint-2'}" in text
     # the entry of step 3 is the mean over steps 2 and 3: 4 + 2 x 3 replays in all
-    assert "Replays made: 10; supplementary samples: 2 (over 3 steps; each row is the mean" in text
+    assert "Replays made: 10; supplementary samples: 2; padding rows: 4 (over 3 steps; each row is the mean" in text
     text = training_summary(tmp_path, history, log_completions=False, generations_per_step=0.5)
     assert f"last checkpoint : {tmp_path / 'checkpoint-5'}" in text and "Replays made: 5;" in text
 
