@@ -204,12 +204,17 @@ def _markdown(decisions: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _write_report(out_dir: Path, name: str, data: list[dict[str, Any]], markdown: str) -> list[dict[str, Any]]:
+    """``<out_dir>/<name>.json`` and ``<name>.md``; returns ``data``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{name}.json").write_text(json.dumps(data, indent=2) + "\n")
+    (out_dir / f"{name}.md").write_text(markdown)
+    return data
+
+
 def write_decisions(specs: Sequence[dict[str, Any]], out_dir: Path = DECISION_DIR) -> list[dict[str, Any]]:
     decisions = decide_all(specs)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "decision.json").write_text(json.dumps(decisions, indent=2) + "\n")
-    (out_dir / "decision.md").write_text(_markdown(decisions))
-    return decisions
+    return _write_report(out_dir, "decision", decisions, _markdown(decisions))
 
 
 def held_out_kinds(spec: dict[str, Any]) -> dict[str, list[str]]:
@@ -266,10 +271,7 @@ def _constraints_markdown(reports: Sequence[dict[str, Any]]) -> str:
 
 def write_constraints(specs: Sequence[dict[str, Any]], out_dir: Path = DECISION_DIR) -> list[dict[str, Any]]:
     reports = constraints_all(specs)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "constraints.json").write_text(json.dumps(reports, indent=2) + "\n")
-    (out_dir / "constraints.md").write_text(_constraints_markdown(reports))
-    return reports
+    return _write_report(out_dir, "constraints", reports, _constraints_markdown(reports))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
