@@ -50,7 +50,7 @@ class HiRConfig(GRPOConfig):
 
     The first three were chosen on the learning benchmark and the sixth by a pre-registered check of its cost and
     learning; 4 and 5 are TRL's defaults. Whether the resulting default learns better than RL-CR is not established
-    (the decisive experiment is interim: -1.0 points, 95% interval [-3.9, +1.9], after 10 of its 12 seeds on the
+    (the decisive experiment is interim: -1.6 points, 95% interval [-4.6, +1.3], after 11 of its 12 seeds on the
     synthetic task; benchmarks/README.md).
 
     Rewards: ``reward_mode`` picks the constraint reward (ILA or CLA; 1 for a replay). With extra reward functions
