@@ -69,9 +69,11 @@ def step_table(log_history: Sequence[Mapping[str, Any]], generations_per_step: f
         step = entry.get("step", previous + 1)
         weights.append(max(step - previous, 1) * generations_per_step)
         previous = step
-    replays = sum(w * (e.get("hir/replayed_rows") or 0) for w, e in zip(weights, steps))
-    supplementary = sum(w * (e.get("hir/supplementary_samples") or 0) for w, e in zip(weights, steps))
-    padded = sum(w * (e.get("hir/padded_rows") or 0) for w, e in zip(weights, steps))
+    def total(key: str) -> float:
+        return sum(w * (e.get(key) or 0) for w, e in zip(weights, steps))
+
+    replays, supplementary, padded = (total(k) for k in ("hir/replayed_rows", "hir/supplementary_samples",
+                                                          "hir/padded_rows"))
     mean = "; each row is the mean over the steps since the previous row" if previous > len(steps) else ""
     lines.append(f"Replays made: {round(replays):d}; supplementary samples: {round(supplementary):d}; padding rows: "
                  f"{round(padded):d} (over {previous} steps{mean}).")

@@ -129,6 +129,14 @@ def _records_of(runs: dict[str, list[dict[str, Any]]], method: str, path: str, s
             if (r.get("preregistration") or {}).get("path") == path and r["seed"] in seeds]
 
 
+def _pair_records(spec: dict[str, Any], runs: dict[str, list[dict[str, Any]]], entry: dict[str, Any],
+                  hir_role: str, base_role: str) -> tuple[list[int], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the seeds registered for both arms, the HiR arm's records, the baseline's) of one pair of a family."""
+    registered = sorted(set(registered_seeds(entry, hir_role)) & set(registered_seeds(entry, base_role)))
+    return (registered, _records_of(runs, entry["arms"][hir_role], spec["path"], registered),
+            _records_of(runs, entry["arms"][base_role], spec["path"], registered))
+
+
 def decide_all(specs: Sequence[dict[str, Any]], bootstrap_reps: int = 10_000) -> list[dict[str, Any]]:
     """One decision object per (task, family, pair) of every pre-registration, from the records found so far.
 
@@ -141,9 +149,7 @@ def decide_all(specs: Sequence[dict[str, Any]], bootstrap_reps: int = 10_000) ->
         for family, entry in spec["families"].items():
             for hir_role, base_role in PAIRS:
                 hir_method, base_method = entry["arms"][hir_role], entry["arms"][base_role]
-                registered = sorted(set(registered_seeds(entry, hir_role)) & set(registered_seeds(entry, base_role)))
-                hir_runs = _records_of(runs, hir_method, spec["path"], registered)
-                base_runs = _records_of(runs, base_method, spec["path"], registered)
+                registered, hir_runs, base_runs = _pair_records(spec, runs, entry, hir_role, base_role)
                 common = sorted({r["seed"] for r in hir_runs} & {r["seed"] for r in base_runs})
                 commits = sorted({r["preregistration"]["commit"] for r in hir_runs + base_runs})
                 item: dict[str, Any] = {
@@ -243,9 +249,7 @@ def constraints_all(specs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         runs = paired.load_runs(REPO_ROOT / spec["results_dir"] / "runs")
         for family, entry in spec["families"].items():
             for hir_role, base_role in PAIRS:
-                registered = sorted(set(registered_seeds(entry, hir_role)) & set(registered_seeds(entry, base_role)))
-                hir_runs = _records_of(runs, entry["arms"][hir_role], spec["path"], registered)
-                base_runs = _records_of(runs, entry["arms"][base_role], spec["path"], registered)
+                _, hir_runs, base_runs = _pair_records(spec, runs, entry, hir_role, base_role)
                 if len({r["seed"] for r in hir_runs} & {r["seed"] for r in base_runs}) < 2:
                     continue
                 out.append({"task": spec["task"], "family": family, "hir_arm": HIR_ARM_NAMES.get(family, hir_role),
