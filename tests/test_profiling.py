@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import sys
 import time
 
@@ -15,11 +16,13 @@ MB = 2**20
 
 
 def _spike(megabytes: int, hold: float = 0.0) -> None:
-    """Make ``megabytes`` resident for ``hold`` seconds, then free them."""
-    buffer = bytearray(megabytes * MB)
-    buffer[::4096] = b"\x01" * len(buffer[::4096])  # touch every page
+    """Make ``megabytes`` of fresh pages resident for ``hold`` seconds, then unmap them (an anonymous mapping: heap
+    memory freed by earlier tests cannot serve it, so the RSS really rises)."""
+    buffer = mmap.mmap(-1, megabytes * MB)
+    for offset in range(0, megabytes * MB, 4096):  # touch every page
+        buffer[offset] = 1
     time.sleep(hold)
-    del buffer
+    buffer.close()
 
 
 @pytest.mark.parametrize("exact", [True, False])
