@@ -107,6 +107,13 @@ class HiRConfig(GRPOConfig):
         supplementary_provision_coverage (`float`, defaults to `0.9`):
             ``"predicted"``: e covers at least this fraction of the groups' shortfalls over the last
             8 generation batches (all ranks, `hir_trl.replay.PROVISION_WINDOW`).
+        hindsight_relabel (`str`, defaults to `"drop"`):
+            What q' does with a failed constraint. ``"drop"`` (paper §3.2, Algorithm 1 lines 7-11): q' keeps only
+            the satisfied constraints. ``"achieved"``: a failed constraint on a count (words, sentences, bullets,
+            capital words...) stays in q' with the bound the response achieved (HER's achieved-goal relabelling:
+            "less than 12 words" becomes "less than 31 words" for a 30-word response;
+            `hir_trl.verifiers.achieved_constraint`), and only the others are dropped. Either way the response
+            meets every constraint of q', and its reward is 1. Not the paper's (docs/faithfulness.md).
         replay_scope (`str`, defaults to `"group"`):
             ``"group"`` (paper Algorithm 1) or ``"batch"`` (released code's global top-(k x groups)).
         replay_selection (`str`, defaults to `"curriculum"`):
@@ -224,6 +231,13 @@ class HiRConfig(GRPOConfig):
         default=0.9,
         metadata={"help": "With supplementary_provision 'predicted': e is the smallest count that covers this "
                   "fraction of the per-group shortfalls of the last 8 generation batches (all ranks), in (0, 1]."},
+    )
+    hindsight_relabel: str = field(
+        default="drop",
+        metadata={"help": "A failed constraint in q': 'drop' (paper): q' keeps only the satisfied constraints; "
+                  "'achieved': a failed constraint on a count stays with the bound the response achieved (HER's "
+                  "achieved-goal relabelling, e.g. 'less than 12 words' -> 'less than 31 words' for a 30-word "
+                  "response); the others are dropped.", "choices": ["drop", "achieved"]},
     )
     replay_scope: str = field(
         default="group",

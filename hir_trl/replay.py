@@ -11,6 +11,8 @@ Read next to the paper's Algorithm 1 (``Select-Rewrite(G, k)``) and Algorithm 2 
                          scores. `select_group_replays` is the same call for one group.
 - `hindsight_instruction`/`hindsight_messages`: q' keeps only the satisfied constraints (Alg. 1 lines 7-11)
 - `rewrite`:             a selected response with its q'                             (Alg. 1 lines 7-11)
+- `hindsight_constraints`: the constraint records of q' (satisfied ones, and with ``HiRConfig.hindsight_relabel=
+                         "achieved"`` failed counted ones relabelled to the bound the response achieved)
 - `select_rewrite`:      the whole of Algorithm 1, Select-Rewrite(G, k): the one path the trainer calls.
 - `allocate_shortfall`:  how many supplementary samples each group needs when it has fewer than k replays
                          (paper §3.2: "we additionally generate k - z supplementary samples").
@@ -24,7 +26,7 @@ import json
 import math
 import os
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -163,7 +165,12 @@ def hindsight_messages(messages: Sequence[dict[str, Any]], instruction: str) -> 
 
 @dataclass(frozen=True)
 class ReplayChoice:
-    """One selected response: its index in its group, score parts, satisfied mask and (after the rewrite) q'."""
+    """One selected response: its index in its group, score parts, satisfied mask and (after the rewrite) q'.
+
+    ``relabelled``: empty (the paper's rewrite), or one entry per constraint: the relabelled constraint record of a
+    failed constraint that q' keeps with the bound the response achieved (``HiRConfig.hindsight_relabel=
+    "achieved"``), else None.
+    """
 
     index: int
     score: float
@@ -171,6 +178,28 @@ class ReplayChoice:
     integrity: float
     satisfied: tuple[bool, ...]
     q_prime: Any = None
+    relabelled: tuple[dict[str, Any] | None, ...] = ()
+
+    @property
+    def kept(self) -> tuple[bool, ...]:
+        """(n,) whether q' keeps each constraint: satisfied, or relabelled."""
+        if not self.relabelled:
+            return self.satisfied
+        return tuple(ok or new is not None for ok, new in zip(self.satisfied, self.relabelled, strict=True))
+
+
+def hindsight_constraints(constraints: Sequence[Any], choice: ReplayChoice) -> list[Any]:
+    """The constraints of q', in original order: the satisfied ones as they are and the relabelled ones as
+    relabelled (paper §3.2's C' = {c in C | I(q, y, c) = 1}, plus the relabelled ones).
+
+    Raises:
+        ValueError: ``constraints`` and the choice's verdicts differ in length.
+    """
+    if len(constraints) != len(choice.satisfied):
+        raise ValueError(f"{len(constraints)} constraints but {len(choice.satisfied)} verdicts")
+    relabelled = choice.relabelled or (None,) * len(constraints)
+    return [new if new is not None else c
+            for c, ok, new in zip(constraints, choice.satisfied, relabelled) if ok or new is not None]
 
 
 #: ``HiRConfig.replay_selection`` choices; ``random`` ignores scores (paper Table 3 ablation).
@@ -277,13 +306,18 @@ def rewrite(choice: ReplayChoice, prompt: Any, task: str, constraints: Sequence[
             and the constraints are joined (`hir_trl.templates`).
 
     Returns:
-        ``choice`` with ``q_prime`` = `hindsight_instruction` (a string prompt) or `hindsight_messages` (messages).
+        ``choice`` with ``q_prime`` = `hindsight_instruction` (a string prompt) or `hindsight_messages` (messages);
+        a relabelled constraint (``choice.relabelled``) enters q' with its relabelled text.
 
     Raises:
         ValueError: ``constraints`` and the choice's verdicts differ in length, or messages not ending with a user
             turn. KeyError: unknown template.
     """
-    q_prime = hindsight_instruction(task, constraints, choice.satisfied, template)
+    if choice.relabelled:
+        if len(constraints) != len(choice.relabelled):
+            raise ValueError(f"{len(constraints)} constraints but {len(choice.relabelled)} relabelling entries")
+        constraints = [new["text"] if new is not None else text for text, new in zip(constraints, choice.relabelled)]
+    q_prime = hindsight_instruction(task, constraints, choice.kept, template)
     if isinstance(prompt, list):
         q_prime = hindsight_messages(prompt, q_prime)
     return replace(choice, q_prime=q_prime)
@@ -298,6 +332,7 @@ def select_rewrite(
     *,
     prompts: Sequence[Any],
     inputs: Sequence[dict[str, Any]],
+    relabel: Callable[[int, int], dict[str, Any] | None] | None = None,
     **options: Any,
 ) -> list[list[ReplayChoice]]:
     """Algorithm 1, ``Select-Rewrite(G, k)``, over a generation batch: `select_replays` then `rewrite` each choice.
@@ -307,9 +342,12 @@ def select_rewrite(
         prompts: (B,) each response's prompt (string or messages).
         inputs: (B,) each response's dataset row, with ``task``, ``constraints`` (dicts with ``text``) and
             ``template`` (`hir_trl.load_hir_dataset`'s columns).
+        relabel: None (the paper's rewrite: q' drops every failed constraint), or ``relabel(i, j)``: the relabelled
+            record of response i's failed constraint j, or None to drop it (``HiRConfig.hindsight_relabel``);
+            called only for the selected responses' failed constraints.
 
     Returns:
-        For each group, its choices, best first, each with its ``q_prime``.
+        For each group, its choices, best first, each with its ``q_prime`` (and ``relabelled`` when ``relabel``).
     """
     picked = select_replays(verdicts, diversity, group_size, k, lam, **options)
     out = []
@@ -317,6 +355,8 @@ def select_rewrite(
         rewritten = []
         for c in choices:
             i = g * group_size + c.index
+            if relabel is not None:
+                c = replace(c, relabelled=tuple(None if ok else relabel(i, j) for j, ok in enumerate(c.satisfied)))
             texts = [constraint["text"] for constraint in inputs[i]["constraints"]]
             rewritten.append(rewrite(c, prompts[i], inputs[i]["task"], texts, inputs[i]["template"]))
         out.append(rewritten)

@@ -230,7 +230,7 @@ def rejudge_replays(judge: Any, reward_mode: str, inputs: Sequence[dict[str, Any
     """
     cells, triples = [], []
     replays = {offset: row for offset, row in enumerate(new_rows) if row.kind == "replay"}
-    kept = {offset: [j for j, met in enumerate(row.choice.satisfied) if met] for offset, row in replays.items()}
+    kept = {offset: [j for j, met in enumerate(row.choice.kept) if met] for offset, row in replays.items()}
     for offset, row in replays.items():
         if judge is None:
             break

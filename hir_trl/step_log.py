@@ -25,7 +25,7 @@ LOG_COLUMNS = ("row_id", "hindsight", "supplementary", "kept_constraints")
 TIMINGS = ("total", "extra_pass", "selection", "supplementary", "assembly", "replay_passes", "recording")
 #: The per-rank counts `replay_counts` returns, in order (summed over ranks before `replay_metrics`).
 COUNTS = ("replayed", "slots", "groups_all_failed", "groups", "integrity", "entropy", "supplementary", "padded",
-          "fillers", "generated_tokens")
+          "relabelled", "fillers", "generated_tokens")
 
 
 class StepTimer:
@@ -81,7 +81,8 @@ def replay_counts(new_rows: Sequence[NewRow], rewards: Sequence[float], num_samp
     all_failed = sum(all(rewards[g * group_size + j] < 1 for j in range(group_size)) for g in range(groups))
     return [len(choices), groups * k, all_failed, groups, sum(c.integrity for c in choices),
             sum(c.diversity for c in choices), sum(row.kind == "supplementary" for row in new_rows),
-            sum(row.kind == "pad" for row in new_rows), fillers, generated_tokens]
+            sum(row.kind == "pad" for row in new_rows),
+            sum(new is not None for c in choices for new in c.relabelled), fillers, generated_tokens]
 
 
 def replay_metrics(counts: Sequence[float], lam: float, group_size: int) -> dict[str, float]:
@@ -103,6 +104,7 @@ def replay_metrics(counts: Sequence[float], lam: float, group_size: int) -> dict
         "hir/groups_all_failed": c["groups_all_failed"] / c["groups"],
         "hir/replay_integrity_mean": c["integrity"] / replayed if replayed else float("nan"),
         "hir/replay_entropy_mean": c["entropy"] / replayed if replayed else float("nan"),
+        "hir/relabelled_constraints": c["relabelled"] / replayed if replayed else float("nan"),
     }
 
 
@@ -128,7 +130,7 @@ def completion_log_rows(new_rows: Sequence[NewRow], inputs: Sequence[dict[str, A
     out = []
     for i, row in enumerate(new_rows):
         if row.kind == "replay":
-            kept = json.dumps([j for j, ok in enumerate(row.choice.satisfied) if ok])
+            kept = json.dumps([j for j, ok in enumerate(row.choice.kept) if ok])
             out.append(LogRow(row.q_prime, completions[row.source], str(inputs[row.source].get("row_id")), True,
                               False, kept, 1.0))
         elif row.kind == "supplementary":

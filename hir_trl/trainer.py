@@ -43,12 +43,14 @@ from .batch import (
     take_rows,
 )
 from .card import HIR_PAPER, card_fields, hir_card_section, local_card
+from .chat import completion_text, instruction_text
 from .configs import HiRConfig, check_batch_layout
 from .data import DatasetFormatError, normalize_dataset
 from .replay import (
     PROVISION_WINDOW,
     allocate_shortfall,
     curriculum_lambda,
+    hindsight_constraints,
     load_replay_rng,
     provision_count,
     save_replay_rng,
@@ -82,7 +84,7 @@ from .step_log import (
     replay_metrics,
 )
 from .step_state import HiRCapture, HiRStep
-from .verifiers import sentence_backend
+from .verifiers import achieved_constraint, sentence_backend
 from .vllm_cpu import check_head_size, fix_colocate_weight_sync, vllm_runs_on_cpu
 
 logger = logging.getLogger(__name__)
@@ -529,7 +531,8 @@ class HiRTrainer(GRPOTrainer):
                 picked = select_rewrite(
                     [verdicts.passed(r) for r in range(B)], diversity, m, k, lam, prompts=prompts, inputs=inputs,
                     scope=args.replay_scope, selection=args.replay_selection, min_satisfied=args.replay_min_satisfied,
-                    rng=self._replay_rng, eligible=eligible)
+                    rng=self._replay_rng, eligible=eligible,
+                    relabel=self._relabel(inputs, prompts, completions))
                 fill = allocate_shortfall([len(p) for p in picked], k)
 
         # 3. Supplementary samples under q for groups short of candidates: the provisioned ones first, then a second
@@ -578,6 +581,14 @@ class HiRTrainer(GRPOTrainer):
                        0 if provisioned is None else int(provisioned["completion_mask"].sum().item()))
         return extended
 
+    def _relabel(self, inputs, prompts, completions):
+        """``relabel(i, j)`` for `hir_trl.replay.select_rewrite` under ``hindsight_relabel="achieved"``: response i's
+        failed constraint j with the bound it achieved (`hir_trl.verifiers.achieved_constraint`); None for "drop"."""
+        if self.args.hindsight_relabel != "achieved":
+            return None
+        return lambda i, j: achieved_constraint(inputs[i]["constraints"][j], completion_text(completions[i]),
+                                                instruction_text(prompts[i]))
+
     def _row_rewards(self, inputs, output, capture: HiRCapture, new_rows: list[NewRow], supplement) -> list[float]:
         """(B + len(new_rows),) reward of every row of the extended batch, each TRL's weighted sum over the reward
         functions (`hir_trl.rewards.weighted_rewards`, ``reward_weights``): the sampled and supplementary rows'
@@ -604,7 +615,7 @@ class HiRTrainer(GRPOTrainer):
             [output["completion_ids"][row.source][output["completion_mask"][row.source].bool()].tolist()
              for _, row in replays],
             [{**inputs[row.source], "prompt": row.q_prime,
-              "constraints": [c for c, kept in zip(inputs[row.source]["constraints"], row.choice.satisfied) if kept]}
+              "constraints": hindsight_constraints(inputs[row.source]["constraints"], row.choice)}
              for _, row in replays],
             self.state) if self.extra_reward_funcs and replays else [[] for _ in replays]
         replay_rewards = weighted_rewards([[constraint[offset], *extra] for (offset, _), extra in zip(replays, extras)],

@@ -153,14 +153,14 @@ def test_step_log_counts_metrics_and_log_rows():
     counts = replay_counts(rows, rewards, 4, 2, 2, fillers=1, generated_tokens=40)
     assert dict(zip(COUNTS, counts)) == {"replayed": 1, "slots": 4, "groups_all_failed": 1, "groups": 2,
                                          "integrity": 0.5, "entropy": 2.0, "supplementary": 1, "padded": 1,
-                                         "fillers": 1, "generated_tokens": 40}
+                                         "relabelled": 0, "fillers": 1, "generated_tokens": 40}
     # graded (CLA) rewards: a group with partial successes but none at 1 has still failed
     graded = replay_counts(rows, [0.5, 0.25, 1.0, 0.75, 1.0, 1.0, float("nan")], 4, 2, 2, fillers=1,
                            generated_tokens=40)
     assert dict(zip(COUNTS, graded))["groups_all_failed"] == 1
     metrics = replay_metrics(counts, 3.0, 2)
     assert metrics["hir/replayed_fraction"] == 0.25 and metrics["hir/rows_per_group"] == 3.0
-    assert math.isnan(replay_metrics([0] * 3 + [1] + [0] * 6, 1.0, 2)["hir/replay_integrity_mean"])
+    assert math.isnan(replay_metrics([0] * 3 + [1] + [0] * 7, 1.0, 2)["hir/replay_integrity_mean"])
     rule = {"text": "No commas.", "kind": "hard", "instruction_id": "punctuation:no_comma"}
     inputs = [{"row_id": "a", "constraints": [rule]}] * 2 + [{"row_id": "b", "constraints": [rule, SOFT]}] * 2
     supplement = {"prompts": ["q_b"], "completions": ["s"], "verdicts": VerdictMatrix(

@@ -11,6 +11,8 @@ your own to `FAMILIES`, under a family of your own.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
@@ -98,12 +100,47 @@ def verify_constraint(
         return Verdict(False, error=f"{type(exc).__name__}: {exc}")
 
 
+def achieved_constraint(constraint: Mapping[str, Any], response: str, prompt: str | None = None
+                        ) -> dict[str, Any] | None:
+    """Achieved-goal relabelling of one hard constraint (HER, Andrychowicz et al. 2017): the same constraint type
+    with the bound ``response`` achieved, e.g. ``Answer with less than 12 words.`` -> ``Answer with less than 31
+    words.`` for a 30-word response (`Checker.achieved_kwargs`).
+
+    Args:
+        constraint: a row's constraint record (`hir_trl.load_hir_dataset`): ``kind``, ``family``,
+            ``instruction_id``, ``kwargs`` (a dict, or the JSON text dataset rows store), ``text``.
+        response: the completion text.
+        prompt: the instruction text, for checkers that need it.
+
+    Returns:
+        The record with the achieved ``kwargs`` (in the form given: dict or sorted-key JSON) and its checker's
+        ``build_description()`` as ``text``, or ``None``
+        when there is none: a soft constraint, a type without a count, a bound below 1, a relabelled constraint
+        the response still fails (re-checked strictly), or any error (never raises).
+    """
+    if constraint.get("kind", "hard") != "hard":
+        return None
+    try:
+        verifier: VerifierFamily = FAMILIES[constraint["family"]].VERIFIER
+        instruction_id, stored = constraint["instruction_id"], constraint.get("kwargs")
+        kwargs = json.loads(stored) if isinstance(stored, str) else stored
+        kwargs = verifier.build_checker(instruction_id, kwargs, prompt).achieved_kwargs(response)
+        if kwargs is None or not verifier.check(instruction_id, kwargs, response, prompt):
+            return None
+        text = verifier.build_checker(instruction_id, kwargs, prompt).build_description()
+    except Exception:  # noqa: BLE001 - no relabelling is the recorded outcome of any failure
+        return None
+    return {**constraint, "kwargs": json.dumps(kwargs, sort_keys=True) if isinstance(stored, str) else kwargs,
+            "text": text}
+
+
 __all__ = [
     "BUILTIN_FAMILIES",
     "FAMILIES",
     "Checker",
     "Verdict",
     "VerifierFamily",
+    "achieved_constraint",
     "count_sentences",
     "count_words",
     "import_verifier_modules",

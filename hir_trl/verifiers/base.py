@@ -64,6 +64,12 @@ class Checker(abc.ABC):
     def check_following(self, response: str, prompt: str | None = None) -> bool:
         """Return True when ``response`` meets the constraint."""
 
+    def achieved_kwargs(self, response: str) -> dict[str, Any] | None:
+        """Kwargs of this constraint type that ``response`` meets, for achieved-goal relabelling (HER; used by
+        ``HiRConfig.hindsight_relabel="achieved"``): ``None`` when the type has no such relabelling (the default),
+        as for a constraint that is not about a count. See `CountedConstraint`."""
+        return None
+
 
 class ArgsChecker(Checker):
     """A `Checker` that names the kwargs it takes and rejects any other (IFEval's ``get_instruction_args_keys``).
@@ -88,6 +94,32 @@ class ArgsChecker(Checker):
 
 #: IFEval's comparison relations.
 RELATIONS = ("less than", "at least")
+
+
+class CountedConstraint:
+    """Mixin for a checker whose constraint bounds one count of the response (words, sentences, bullets...).
+
+    The class names the kwarg that holds the bound (``count_arg``) and the kwarg that holds the relation
+    (``relation_arg``, one of `RELATIONS`), or, with ``relation_arg = None``, its fixed relation
+    (``fixed_relation``: ``"at least"`` or ``"exactly"``); the instance implements ``count(response)``.
+    `achieved_kwargs` then gives the bound the response achieved: ``less than count + 1``, ``at least count``,
+    ``exactly count``. A bound below 1 (``at least 0``, ``exactly 0``) would be met by anything, or say nothing the
+    instruction asked for, so it gives ``None``.
+    """
+
+    count_arg: ClassVar[str]
+    relation_arg: ClassVar[str | None] = None
+    fixed_relation: ClassVar[str] = "at least"
+    kwargs: dict[str, Any]
+
+    def count(self, response: str) -> int:
+        raise NotImplementedError
+
+    def achieved_kwargs(self, response: str) -> dict[str, Any] | None:
+        relation = self.kwargs[self.relation_arg] if self.relation_arg else self.fixed_relation
+        count = self.count(response)
+        bound = count + 1 if relation == "less than" else count
+        return None if bound < 1 else {**self.kwargs, self.count_arg: bound}
 
 
 def compare(count: int, relation: str, threshold: int) -> bool:

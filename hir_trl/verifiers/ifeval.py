@@ -34,7 +34,7 @@ import json
 import re
 from typing import Any
 
-from .base import RELATIONS, ArgsChecker, Checker, compare
+from .base import RELATIONS, ArgsChecker, Checker, CountedConstraint, compare
 from .base import count_arg as _count
 from .base import relation_arg as _relation
 from .base import required_arg as _required
@@ -157,7 +157,7 @@ class KeywordExistence(IFEvalChecker):
         return all(re.search(keyword, response, flags=re.IGNORECASE) for keyword in self.keywords)
 
 
-class KeywordFrequency(IFEvalChecker):
+class KeywordFrequency(CountedConstraint, IFEvalChecker):
     """``keywords:frequency``: the keyword occurs ``less than`` / ``at least`` ``frequency`` times.
 
     Occurrences are case-insensitive regex matches (substrings count). Kwargs: ``keyword`` (string),
@@ -166,6 +166,7 @@ class KeywordFrequency(IFEvalChecker):
 
     instruction_id = "keywords:frequency"
     arg_names = ("keyword", "frequency", "relation")
+    count_arg, relation_arg = "frequency", "relation"
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -176,9 +177,11 @@ class KeywordFrequency(IFEvalChecker):
     def build_description(self) -> str:
         return f"In your response, the word {self.keyword} should appear {self.relation} {self.frequency} times."
 
+    def count(self, response: str) -> int:
+        return len(re.findall(self.keyword, response, flags=re.IGNORECASE))
+
     def check_following(self, response: str, prompt: str | None = None) -> bool:
-        occurrences = len(re.findall(self.keyword, response, flags=re.IGNORECASE))
-        return compare(occurrences, self.relation, self.frequency)
+        return compare(self.count(response), self.relation, self.frequency)
 
 
 class ForbiddenWords(IFEvalChecker):
@@ -201,7 +204,7 @@ class ForbiddenWords(IFEvalChecker):
         return not any(re.search(rf"\b{word}\b", response, flags=re.IGNORECASE) for word in self.forbidden_words)
 
 
-class LetterFrequency(IFEvalChecker):
+class LetterFrequency(CountedConstraint, IFEvalChecker):
     """``keywords:letter_frequency``: a character occurs ``less than`` / ``at least`` N times (case-insensitive).
 
     Kwargs: ``letter`` (one non-space character; IFEval uses ASCII letters), ``let_frequency`` (int >= 0),
@@ -210,6 +213,7 @@ class LetterFrequency(IFEvalChecker):
 
     instruction_id = "keywords:letter_frequency"
     arg_names = ("letter", "let_frequency", "let_relation")
+    count_arg, relation_arg = "let_frequency", "let_relation"
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -223,8 +227,11 @@ class LetterFrequency(IFEvalChecker):
     def build_description(self) -> str:
         return f"In your response, the letter {self.letter} should appear {self.relation} {self.frequency} times."
 
+    def count(self, response: str) -> int:
+        return collections.Counter(response.lower())[self.letter]
+
     def check_following(self, response: str, prompt: str | None = None) -> bool:
-        return compare(collections.Counter(response.lower())[self.letter], self.relation, self.frequency)
+        return compare(self.count(response), self.relation, self.frequency)
 
 
 class ResponseLanguage(IFEvalChecker):
@@ -257,7 +264,7 @@ class ResponseLanguage(IFEvalChecker):
         return detected is None or detected == self.language
 
 
-class NumberOfSentences(IFEvalChecker):
+class NumberOfSentences(CountedConstraint, IFEvalChecker):
     """``length_constraints:number_sentences``: ``less than`` / ``at least`` N sentences.
 
     Sentences are counted by `hir_trl.verifiers.text.count_sentences`. Kwargs: ``num_sentences``
@@ -266,6 +273,7 @@ class NumberOfSentences(IFEvalChecker):
 
     instruction_id = "length_constraints:number_sentences"
     arg_names = ("num_sentences", "relation")
+    count_arg, relation_arg = "num_sentences", "relation"
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -275,8 +283,11 @@ class NumberOfSentences(IFEvalChecker):
     def build_description(self) -> str:
         return f"Your response should contain {self.relation} {self.num_sentences} sentences."
 
+    def count(self, response: str) -> int:
+        return count_sentences(response)
+
     def check_following(self, response: str, prompt: str | None = None) -> bool:
-        return compare(count_sentences(response), self.relation, self.num_sentences)
+        return compare(self.count(response), self.relation, self.num_sentences)
 
 
 class NumberOfParagraphs(IFEvalChecker):
@@ -303,7 +314,7 @@ class NumberOfParagraphs(IFEvalChecker):
         return paragraph_count(response, r"\s?\*\*\*\s?") == self.num_paragraphs
 
 
-class NumberOfWords(IFEvalChecker):
+class NumberOfWords(CountedConstraint, IFEvalChecker):
     """``length_constraints:number_words``: ``less than`` / ``at least`` N words (``\\w+`` tokens).
 
     Kwargs: ``num_words`` (int >= 0), ``relation``. Raises ValueError when one is missing or bad.
@@ -311,6 +322,7 @@ class NumberOfWords(IFEvalChecker):
 
     instruction_id = "length_constraints:number_words"
     arg_names = ("num_words", "relation")
+    count_arg, relation_arg = "num_words", "relation"
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -320,8 +332,11 @@ class NumberOfWords(IFEvalChecker):
     def build_description(self) -> str:
         return f"Answer with {self.relation} {self.num_words} words."
 
+    def count(self, response: str) -> int:
+        return count_words(response)
+
     def check_following(self, response: str, prompt: str | None = None) -> bool:
-        return compare(count_words(response), self.relation, self.num_words)
+        return compare(self.count(response), self.relation, self.num_words)
 
 
 class NthParagraphFirstWord(IFEvalChecker):
@@ -369,7 +384,7 @@ class NthParagraphFirstWord(IFEvalChecker):
         return count == self.num_paragraphs and first_word == self.first_word
 
 
-class NumberOfPlaceholders(IFEvalChecker):
+class NumberOfPlaceholders(CountedConstraint, IFEvalChecker):
     """``detectable_content:number_placeholders``: at least N ``[...]`` placeholders.
 
     Kwargs: ``num_placeholders`` (int >= 0). Raises ValueError when it is missing or bad.
@@ -377,6 +392,7 @@ class NumberOfPlaceholders(IFEvalChecker):
 
     instruction_id = "detectable_content:number_placeholders"
     arg_names = ("num_placeholders",)
+    count_arg = "num_placeholders"
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -388,8 +404,11 @@ class NumberOfPlaceholders(IFEvalChecker):
             "represented by square brackets, such as [address]."
         )
 
+    def count(self, response: str) -> int:
+        return len(re.findall(r"\[.*?\]", response))
+
     def check_following(self, response: str, prompt: str | None = None) -> bool:
-        return len(re.findall(r"\[.*?\]", response)) >= self.num_placeholders
+        return self.count(response) >= self.num_placeholders
 
 
 class Postscript(IFEvalChecker):
@@ -421,7 +440,7 @@ class Postscript(IFEvalChecker):
         return bool(re.findall(pattern, response.lower(), flags=re.MULTILINE))
 
 
-class NumberOfBullets(IFEvalChecker):
+class NumberOfBullets(CountedConstraint, IFEvalChecker):
     """``detectable_format:number_bullet_lists``: exactly N markdown bullet lines (``* item`` or ``- item``).
 
     Kwargs: ``num_bullets`` (int >= 0). Raises ValueError when it is missing or bad.
@@ -429,6 +448,7 @@ class NumberOfBullets(IFEvalChecker):
 
     instruction_id = "detectable_format:number_bullet_lists"
     arg_names = ("num_bullets",)
+    count_arg, fixed_relation = "num_bullets", "exactly"
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -442,10 +462,13 @@ class NumberOfBullets(IFEvalChecker):
             "* This is point 2"
         )
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def count(self, response: str) -> int:
         star_bullets = re.findall(r"^\s*\*[^\*].*$", response, flags=re.MULTILINE)
         dash_bullets = re.findall(r"^\s*-.*$", response, flags=re.MULTILINE)
-        return len(star_bullets) + len(dash_bullets) == self.num_bullets
+        return len(star_bullets) + len(dash_bullets)
+
+    def check_following(self, response: str, prompt: str | None = None) -> bool:
+        return self.count(response) == self.num_bullets
 
 
 class ConstrainedResponse(IFEvalChecker):
@@ -464,7 +487,7 @@ class ConstrainedResponse(IFEvalChecker):
         return any(option in response for option in CONSTRAINED_RESPONSE_OPTIONS)
 
 
-class HighlightedSections(IFEvalChecker):
+class HighlightedSections(CountedConstraint, IFEvalChecker):
     """``detectable_format:number_highlighted_sections``: at least N non-empty ``*highlighted*`` spans.
 
     ``*x*`` and ``**x**`` spans on one line both count (official counting). Kwargs: ``num_highlights``
@@ -473,6 +496,7 @@ class HighlightedSections(IFEvalChecker):
 
     instruction_id = "detectable_format:number_highlighted_sections"
     arg_names = ("num_highlights",)
+    count_arg = "num_highlights"
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -484,12 +508,14 @@ class HighlightedSections(IFEvalChecker):
             "markdown, i.e. *highlighted section*."
         )
 
-    def check_following(self, response: str, prompt: str | None = None) -> bool:
+    def count(self, response: str) -> int:
         single = re.findall(r"\*[^\n\*]*\*", response)
         double = re.findall(r"\*\*[^\n\*]*\*\*", response)
         count = sum(1 for span in single if span.strip("*").strip())
-        count += sum(1 for span in double if span.removeprefix("**").removesuffix("**").strip())
-        return count >= self.num_highlights
+        return count + sum(1 for span in double if span.removeprefix("**").removesuffix("**").strip())
+
+    def check_following(self, response: str, prompt: str | None = None) -> bool:
+        return self.count(response) >= self.num_highlights
 
 
 class MultipleSections(IFEvalChecker):
@@ -647,7 +673,7 @@ class EndPhrase(IFEvalChecker):
         return response.strip().strip('"').lower().endswith(self.end_phrase.lower())
 
 
-class CapitalWordFrequency(IFEvalChecker):
+class CapitalWordFrequency(CountedConstraint, IFEvalChecker):
     """``change_case:capital_word_frequency``: ``less than`` / ``at least`` N all-capital words.
 
     Words are ``nltk.word_tokenize`` tokens (a hyphenated word is one token). Kwargs:
@@ -656,6 +682,7 @@ class CapitalWordFrequency(IFEvalChecker):
 
     instruction_id = "change_case:capital_word_frequency"
     arg_names = ("capital_frequency", "capital_relation")
+    count_arg, relation_arg = "capital_frequency", "capital_relation"
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -667,9 +694,11 @@ class CapitalWordFrequency(IFEvalChecker):
             f"In your response, words with all capital letters should appear {self.relation} {self.frequency} times."
         )
 
+    def count(self, response: str) -> int:
+        return sum(1 for word in word_tokenize(response) if word.isupper())
+
     def check_following(self, response: str, prompt: str | None = None) -> bool:
-        capital_words = sum(1 for word in word_tokenize(response) if word.isupper())
-        return compare(capital_words, self.relation, self.frequency)
+        return compare(self.count(response), self.relation, self.frequency)
 
 
 class EnglishCapital(IFEvalChecker):
