@@ -249,3 +249,36 @@ def test_held_out_kinds_rebuilds_the_synthetic_prompts():
     assert kinds[rows[0]["id"]] == [paired.constraint_kind(c) for c in rows[0]["constraints"]]
     with pytest.raises(NotImplementedError):
         decisive.held_out_kinds({**spec, "task": "smollm2"})
+
+
+def test_relabel_round_decides_against_drop_and_reports_rl_cr_and_constraint_kinds():
+    from benchmarks.learning import relabel
+
+    assert relabel.rule(0.01, 3.0) == relabel.HELPS
+    assert relabel.rule(-3.0, -0.01) == relabel.HURTS
+    assert relabel.rule(-3.0, 0.0) == relabel.UNCHANGED == relabel.rule(0.0, 3.0)
+    rows, samples = [f"p{i}" for i in range(20)], 4
+    kinds_of = {row: ["comma", "short"] for row in rows}
+    rng = random.Random(3)
+    # "achieved" meets "short" far more often than "drop"; RL-CR in between; "comma" always met
+    achieved = [_record("hir_cla", s, ["11" if rng.random() < 0.6 else "10" for _ in range(80)], rows, samples)
+                for s in range(4)]
+    drop = [_record("hir_cla", s, ["11" if rng.random() < 0.1 else "10" for _ in range(80)], rows, samples)
+            for s in range(4)]
+    rl_cr = [_record("rl_cr", s, ["11" if rng.random() < 0.3 else "10" for _ in range(80)], rows, samples)
+             for s in range(4)]
+    achieved[0]["logs"] = [{"hir/replayed_rows": 8.0, "hir/relabelled_constraints": 0.5}]
+    out = relabel.check(achieved, drop, rl_cr, seeds=[0, 1, 2, 3], kinds_of=kinds_of, bootstrap_reps=200)
+    assert out["complete"] and out["decision"] == relabel.HELPS and out["ci95_low"] > 0
+    assert out["versus_rl_cr"]["decision"] == paired.HIR_AHEAD
+    assert out["versus_rl_cr"]["seeds"] == [0, 1, 2, 3]
+    short = out["constraint_kinds"]["versus_drop"]["short"]
+    assert short["t"]["low"] > 0 and out["constraint_kinds"]["versus_drop"]["comma"]["diffs"] == [0.0] * 4
+    assert out["per_step"]["achieved"]["relabelled_constraints"] == 0.5
+    assert out["per_step"]["drop"]["relabelled_constraints"] == 0.0  # the paper's rewrite relabels nothing
+    interim = relabel.check(achieved[:3], drop, rl_cr, seeds=[0, 1, 2, 3], kinds_of=kinds_of, bootstrap_reps=200)
+    assert interim["decision"].startswith("interim (3 of 4 seeds): ")
+    assert interim["versus_rl_cr"]["decision"].startswith("interim (3 of 4 seeds): ")
+    markdown = relabel._markdown({**out, "preregistration": {"path": "x", "commit": "y"}})
+    assert f"**Decision (primary): {relabel.HELPS}.**" in markdown
+    assert f"| `short` | {short['a']:.1f} | {short['b']:.1f} | {short['t']['mean']:+.1f} " in markdown

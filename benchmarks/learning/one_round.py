@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +45,15 @@ def _per_step(records: Sequence[dict[str, Any]], key: str) -> float:
 
 
 def check(pad_records: Sequence[dict[str, Any]], resample_records: Sequence[dict[str, Any]], seeds: Sequence[int],
-          bootstrap_reps: int = 10_000) -> dict[str, Any]:
+          bootstrap_reps: int = 10_000, labels: tuple[str, str] = ("pad", "resample"),
+          decide: Callable[[float, float], str] = rule,
+          per_step_keys: Sequence[str] = ("replayed_rows", "supplementary_samples", "generated_tokens")
+          ) -> dict[str, Any]:
     """The check's result over the pre-registered ``seeds`` both arms have; ``complete`` says whether all are in.
+
+    A variant against its baseline, paired by seed: ``labels`` name the two arms in the output keys, ``decide`` is
+    the pre-registered rule on the 95% interval of the mean difference (points), ``per_step_keys`` the ``hir/*``
+    metrics averaged over every step of each arm.
 
     Raises:
         ValueError: fewer than two common seeds (no interval).
@@ -59,20 +66,18 @@ def check(pad_records: Sequence[dict[str, Any]], resample_records: Sequence[dict
     t = result["t"]
     common = set(result["seeds"])
     pad, base = [r for r in pad if r["seed"] in common], [r for r in base if r["seed"] in common]
-    decision = rule(t["low"], t["high"])
+    decision = decide(t["low"], t["high"])
     complete = sorted(common) == sorted(seeds)
     return {
         "seeds": result["seeds"], "seeds_preregistered": list(seeds), "complete": complete,
         "decision": decision if complete else f"interim ({len(common)} of {len(seeds)} seeds): {decision}",
         "mean_diff_points": t["mean"], "ci95_low": t["low"], "ci95_high": t["high"], "sd_diff_points": t["sd"],
-        "diff_points_per_seed": result["diffs"], "pad_final_ila_points": result["final_a"],
-        "resample_final_ila_points": result["final_b"], "bootstrap_seeds_prompts": result.get("bootstrap"),
+        "diff_points_per_seed": result["diffs"], f"{labels[0]}_final_ila_points": result["final_a"],
+        f"{labels[1]}_final_ila_points": result["final_b"], "bootstrap_seeds_prompts": result.get("bootstrap"),
         "eval_completions": result["eval_completions"],
         "auc_ila_vs_tokens_diff": paired.auc_summary(result, "tokens"),
-        "per_step": {arm: {"replayed_rows": _per_step(records, "hir/replayed_rows"),
-                           "supplementary_samples": _per_step(records, "hir/supplementary_samples"),
-                           "generated_tokens": _per_step(records, "hir/generated_tokens")}
-                     for arm, records in (("pad", pad), ("resample", base))},
+        "per_step": {arm: {key: _per_step(records, f"hir/{key}") for key in per_step_keys}
+                     for arm, records in zip(labels, (pad, base))},
     }
 
 

@@ -267,7 +267,8 @@ def run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_p
         trainer.train()
         keep = ("reward/ila", "reward/cla", "hir/generated_tokens", "hir/supplementary_samples",
                 "hir/filler_samples", "hir/replayed_rows", "hir/replayed_fraction", "hir/rows_per_group",
-                "hir/groups_all_failed", "hir/lambda", "hir/replay_integrity_mean", "completions/mean_length",
+                "hir/groups_all_failed", "hir/lambda", "hir/replay_integrity_mean", "hir/relabelled_constraints",
+                "hir/padded_rows", "completions/mean_length",
                 "step_time", "loss", "entropy", "clip_ratio/high_mean", "clip_ratio/low_mean",
                 "clip_ratio/region_mean", "verify/errors")
         logs = [{"step": e["step"], **{k: e[k] for k in e if k in keep or k.startswith("hir/seconds_")}}
