@@ -81,6 +81,15 @@ def check(pad_records: Sequence[dict[str, Any]], resample_records: Sequence[dict
     }
 
 
+def interval_line(out: dict[str, Any], label: str) -> str:
+    """The markdown line of a `check` result's mean difference, 95% t-interval and bootstrap interval."""
+    boot = out.get("bootstrap_seeds_prompts") or {}
+    return (f"- {label} {out['mean_diff_points']:+.2f} points, 95% t-interval "
+            f"[{out['ci95_low']:+.2f}, {out['ci95_high']:+.2f}] (sd {out['sd_diff_points']:.2f}, "
+            f"{len(out['seeds'])} seeds, {out['eval_completions']} completions per evaluation)"
+            + (f"; bootstrap over seeds and prompts [{boot['low']:+.2f}, {boot['high']:+.2f}]" if boot else "") + ".")
+
+
 def _markdown(out: dict[str, Any]) -> str:
     lines = [
         "# One-round learning check: replay_shortfall pad against resample (HiR default, synthetic task)",
@@ -94,14 +103,10 @@ def _markdown(out: dict[str, Any]) -> str:
     for seed, a, b, d in zip(out["seeds"], out["pad_final_ila_points"], out["resample_final_ila_points"],
                              out["diff_points_per_seed"]):
         lines.append(f"| {seed} | {a:.1f} | {b:.1f} | {d:+.1f} |")
-    boot = out.get("bootstrap_seeds_prompts") or {}
     auc = out["auc_ila_vs_tokens_diff"]
     lines += [
         "",
-        f"- Mean difference {out['mean_diff_points']:+.2f} points, 95% t-interval "
-        f"[{out['ci95_low']:+.2f}, {out['ci95_high']:+.2f}] (sd {out['sd_diff_points']:.2f}, "
-        f"{len(out['seeds'])} seeds, {out['eval_completions']} completions per evaluation)"
-        + (f"; bootstrap over seeds and prompts [{boot['low']:+.2f}, {boot['high']:+.2f}]" if boot else "") + ".",
+        interval_line(out, "Mean difference"),
         f"- **Decision: {out['decision']}.**",
         f"- Area under ILA against generated tokens, pad minus resample: {auc['mean']:+.2f} "
         f"[{auc['ci95_low']:+.2f}, {auc['ci95_high']:+.2f}] points.",
@@ -124,13 +129,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     results_dir = REPO_ROOT / spec["results_dir"]
     pad = paired.load_runs(results_dir / "runs").get(spec["arm"], [])
     resample = paired.load_runs(ns.baseline_runs).get(spec["arm"], [])
-    commits = sorted({r["preregistration"]["commit"] for r in pad})
-    out = check(pad, resample, spec["seeds"])
-    out["preregistration"] = {"path": str(ns.preregistration.resolve().relative_to(REPO_ROOT)),
+    write_decision(check(pad, resample, spec["seeds"]), ns.preregistration, pad, results_dir, _markdown)
+
+
+def write_decision(out: dict[str, Any], preregistration: Path, records: Sequence[dict[str, Any]], results_dir: Path,
+                   markdown: Callable[[dict[str, Any]], str]) -> None:
+    """Name the pre-registration (path, and the commit its ``records`` name) in ``out``, write
+    ``results_dir/decision.json`` and ``decision.md`` and print the markdown."""
+    commits = sorted({r["preregistration"]["commit"] for r in records})
+    out["preregistration"] = {"path": str(preregistration.resolve().relative_to(REPO_ROOT)),
                               "commit": commits[0] if len(commits) == 1 else commits}
     (results_dir / "decision.json").write_text(json.dumps(out, indent=1) + "\n")
-    (results_dir / "decision.md").write_text(_markdown(out))
-    print(_markdown(out))
+    (results_dir / "decision.md").write_text(markdown(out))
+    print(markdown(out))
 
 
 if __name__ == "__main__":

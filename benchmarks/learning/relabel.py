@@ -21,7 +21,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -96,14 +95,10 @@ def _markdown(out: dict[str, Any]) -> str:
         base, diff = rl_by_seed.get(seed, (None, None))
         lines.append(f"| {seed} | {a:.1f} | {b:.1f} | {d:+.1f} | "
                      + (f"{base:.1f} | {diff:+.1f} |" if base is not None else "- | - |"))
-    boot = out.get("bootstrap_seeds_prompts") or {}
     auc = out["auc_ila_vs_tokens_diff"]
     lines += [
         "",
-        f"- Achieved minus drop: {out['mean_diff_points']:+.2f} points, 95% t-interval "
-        f"[{out['ci95_low']:+.2f}, {out['ci95_high']:+.2f}] (sd {out['sd_diff_points']:.2f}, "
-        f"{len(out['seeds'])} seeds, {out['eval_completions']} completions per evaluation)"
-        + (f"; bootstrap over seeds and prompts [{boot['low']:+.2f}, {boot['high']:+.2f}]" if boot else "") + ".",
+        one_round.interval_line(out, "Achieved minus drop:"),
         f"- **Decision (primary): {out['decision']}.**",
         f"- Achieved minus RL-CR: {rl['mean_diff_points']:+.2f} points, 95% t-interval "
         f"[{rl['ci95_low']:+.2f}, {rl['ci95_high']:+.2f}]: {rl['decision']} (secondary, decides nothing).",
@@ -148,13 +143,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     arms = decisive["families"]["trl"]["arms"]
     drop, rl_cr = ([r for r in base.get(arms[role], []) if (r.get("preregistration") or {}).get("path") == decisive_path]
                    for role in ("hir", "rl_cr"))
-    commits = sorted({r["preregistration"]["commit"] for r in achieved})
-    out = check(achieved, drop, rl_cr, spec["seeds"], held_out_kinds(spec), ns.bootstrap_reps)
-    out["preregistration"] = {"path": str(ns.preregistration.resolve().relative_to(REPO_ROOT)),
-                              "commit": commits[0] if len(commits) == 1 else commits}
-    (results_dir / "decision.json").write_text(json.dumps(out, indent=1) + "\n")
-    (results_dir / "decision.md").write_text(_markdown(out))
-    print(_markdown(out))
+    one_round.write_decision(check(achieved, drop, rl_cr, spec["seeds"], held_out_kinds(spec), ns.bootstrap_reps),
+                             ns.preregistration, achieved, results_dir, _markdown)
 
 
 if __name__ == "__main__":
