@@ -282,3 +282,23 @@ def test_relabel_round_decides_against_drop_and_reports_rl_cr_and_constraint_kin
     markdown = relabel._markdown({**out, "preregistration": {"path": "x", "commit": "y"}})
     assert f"**Decision (primary): {relabel.HELPS}.**" in markdown
     assert f"| `short` | {short['a']:.1f} | {short['b']:.1f} | {short['t']['mean']:+.1f} " in markdown
+
+
+def test_replay_audit_reports_what_the_selected_replays_drop():
+    from benchmarks.learning.replay_audit import audit
+
+    # one group of m = 4 for one prompt with constraints [short, comma]: a success, a long completion that fails
+    # only "short" (high integrity), one that fails only "comma", and one that fails both (not a candidate)
+    kinds = [["short", "comma"]] * 4
+    verdicts = [[True, True], [False, True], [True, False], [False, False]]
+    words = [10, 40, 12, 50]
+    out = audit(kinds, verdicts, diversity=[0.5, 0.9, 0.1, 2.0], ended=[True] * 4, words=words, m=4, k=1, lam=2.0)
+    assert out["candidates"] == 2 and out["replays"] == 1 and out["successes"] == 1
+    # equal integrity (1/2): the higher F_div wins, so the long completion is replayed and its q' drops "short"
+    assert out["dropped"] == {"short": 1.0} and out["only_failure"] == {"short": 1.0}
+    assert out["failed_by_candidates"] == {"comma": 0.5, "short": 0.5}
+    assert out["mean_words"] == {"replays": 40, "candidates": 26, "successes": 10, "all": 28}
+    # a completion that did not end is never a candidate
+    cut = audit(kinds, verdicts, diversity=[0.5, 0.9, 0.1, 2.0], ended=[True, False, True, True], words=words, m=4,
+                k=1, lam=2.0)
+    assert cut["dropped"] == {"comma": 1.0}
