@@ -49,9 +49,9 @@ class HiRConfig(GRPOConfig):
        zero-weight rows instead of k - z supplementary samples, so a step needs one generation call, not two.
 
     The first three were chosen on the learning benchmark and the sixth by a pre-registered check of its cost and
-    learning; 4 and 5 are TRL's defaults. Whether the resulting default learns better than RL-CR is not established
-    (the decisive experiment is interim: -1.6 points, 95% interval [-4.6, +1.3], after 11 of its 12 seeds on the
-    synthetic task; benchmarks/README.md).
+    learning; 4 and 5 are TRL's defaults. The resulting default does not learn better than RL-CR on the decisive
+    experiment's synthetic task: -1.8 points of final held-out ILA, 95% interval [-4.5, +0.9] over 12 seeds, "no
+    useful gain" by its pre-registered rule (benchmarks/README.md).
 
     Rewards: ``reward_mode`` picks the constraint reward (ILA or CLA; 1 for a replay). With extra reward functions
     (``HiRTrainer(reward_funcs=[...])``), a row's reward is TRL's weighted sum ``reward_weights[0] x constraint
