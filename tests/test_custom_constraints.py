@@ -233,10 +233,10 @@ def test_card_lists_every_hirconfig_field_and_the_departures_from_the_paper(tmp_
     for name in own:
         assert f"- `{name}`: `{getattr(args, name)}`" in card, name
     assert "1 x constraint reward (CLA, the fraction of constraints met" in card
-    # six defaults depart from the paper, each on the card with the paper's value
+    # seven defaults depart from the paper, each on the card with the paper's value
     assert set(PAPER_VALUES) == {"reward_mode", "replay_advantage", "replay_truncated_completions",
-                                 "advantage_estimator", "beta", "replay_shortfall"}
-    assert "The 6 settings where hir-trl's defaults depart from the paper" in card
+                                 "advantage_estimator", "beta", "replay_shortfall", "hindsight_relabel"}
+    assert "The 7 settings where hir-trl's defaults depart from the paper" in card
     for name, paper in PAPER_VALUES.items():
         assert getattr(args, name) != paper, name
         assert f"| `{name}` | `{getattr(args, name)}` | `{paper}` | departs |" in card

@@ -155,7 +155,7 @@ def test_readme_example_runs_verbatim_and_pushes_to_the_hub(tmp_path, monkeypatc
     assert (pushed / "model.safetensors").is_file() and (pushed / "tokenizer.json").is_file()
     card = (pushed / "README.md").read_text(encoding="utf-8")
     assert "- hir" in card and "## HiR training" in card and "- Dataset: `notes.jsonl`" in card
-    assert "The 6 settings where hir-trl's defaults depart from the paper" in card
+    assert "The 7 settings where hir-trl's defaults depart from the paper" in card
 
 
 # ----------------------------------------------------------------------------------------- links
@@ -203,7 +203,7 @@ def test_readme_is_the_front_door():
     # every docs page is linked from README
     for page in DOCS.glob("*.md"):
         assert f"(docs/{page.name})" in text, page.name
-    # the six departures, each with the paper's value
+    # the seven departures, each with the paper's value
     for name, value in PAPER_VALUES.items():  # e.g. | `beta` | `0` (TRL's: no KL term) | `1e-4` (KL in the loss) |
         shown = format(value, ".0e").replace("e-0", "e-") if isinstance(value, float) else str(value).lower()
         assert re.search(rf"^\| `{name}` \| [^|]+ \| `{re.escape(shown)}`", text, re.M), name

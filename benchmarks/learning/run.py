@@ -63,7 +63,7 @@ PAPER_OBJECTIVE = dict(advantage_estimator="reinforce_pp", beta=1e-4)
 #: The paper recipes' replay options (paper Algorithm 1, eq. "hir").
 PAPER_REPLAY = dict(replay_selection="curriculum", reward_mode="ila", replay_scope="group",
                     replay_shortfall="resample", replay_old_logps="original", replay_advantage="group",
-                    replay_truncated_completions=True, diversity_aggregation="mean")
+                    replay_truncated_completions=True, diversity_aggregation="mean", hindsight_relabel="drop")
 DEFAULT_RESULTS = REPO_ROOT / "benchmarks" / "results"
 
 
@@ -243,8 +243,9 @@ def run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_p
             advantage_estimator="grpo", lambda_0=bench.lambda_0, eta=bench.eta, use_cpu=not cuda, bf16=cuda,
             gradient_checkpointing=False, logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True,
             log_completions=False, judge_model="", dataloader_num_workers=0,
-            # the pre-registered arms were defined when the default was the paper's "resample": kept for every method
-            replay_shortfall="resample")
+            # the pre-registered arms were defined when the defaults were the paper's "resample" and "drop": kept
+            # for every method (--extra overrides them)
+            replay_shortfall="resample", hindsight_relabel="drop")
         settings.update(overrides)
         settings.update(json.loads(bench.extra) if bench.extra else {})
         settings.setdefault("per_device_train_batch_size", bench.prompts_per_step * settings["num_generations"])
