@@ -522,9 +522,11 @@ def test_rejudge_replays_asks_the_judge_again_under_q_prime(tmp_path, tiny_model
         return [Verdict("at least 500 words" in instruction, source="judge") for instruction, _, _ in triples]
 
     dataset = _soft_dataset(tmp_path)
+    # the paper's rewrite: q' drops the failed word rule (with "achieved" it would keep it relabelled, met)
     for rejudge, expected in ((False, 1.0), (True, 0.0)):
         trainer = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path / str(rejudge), rejudge_replays=rejudge,
-                                                                        per_device_train_batch_size=6),
+                                                                        per_device_train_batch_size=6,
+                                                                        hindsight_relabel="drop"),
                              train_dataset=dataset, reward_funcs=ConstraintReward(judge=judge))
         calls.clear()
         spied = spy_generation(trainer, own_logps=False)
