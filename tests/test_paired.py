@@ -235,6 +235,29 @@ def test_compare_constraints_finds_the_kind_that_differs():
         paired.constraint_pass_rates(paired.final_eval(runs_a[0]), {"p1": ["short", "keyword"]})
 
 
+def test_constraint_trajectory_follows_each_kind_over_the_evaluations():
+    rows, samples = ["p0", "p1"], 2
+    kinds_of = {"p0": ["comma", "short"], "p1": ["short", "keyword"]}
+    runs = [_record("hir_cla", s, ["10", "10", "01", "01"], rows, samples) for s in range(2)]
+    for seed, run in enumerate(runs):
+        # the step-0 evaluation meets everything; the arm then loses "short"
+        run["evals"][0]["verdicts"] = {"rows": rows, "samples": samples, "passed": ["11"] * 4}
+        run["evals"][0]["mean_completion_tokens"] = 10.0
+        run["evals"][1]["mean_completion_tokens"] = 20.0 + 10 * seed
+    course = paired.constraint_trajectory(runs, kinds_of)
+    assert [p["step"] for p in course] == [0, 2] and course[0]["seeds"] == [0, 1]
+    assert course[0]["kinds"] == {"comma": 100.0, "keyword": 100.0, "short": 100.0}
+    assert course[1]["kinds"] == {"comma": 100.0, "keyword": 100.0, "short": 0.0}
+    assert course[0]["mean_completion_tokens"] == 10.0 and course[1]["mean_completion_tokens"] == 25.0
+    # an evaluation without verdicts in one run is left out, not filled in
+    del runs[1]["evals"][0]["verdicts"]
+    assert [p["step"] for p in paired.constraint_trajectory(runs, kinds_of)] == [2]
+    del runs[0]["evals"][1]["mean_completion_tokens"]
+    assert paired.constraint_trajectory(runs, kinds_of)[0]["mean_completion_tokens"] is None
+    with pytest.raises(ValueError, match="no run"):
+        paired.constraint_trajectory([], kinds_of)
+
+
 def test_held_out_kinds_rebuilds_the_synthetic_prompts():
     from benchmarks.learning import decisive
     from benchmarks.learning.task import TaskConfig, build_data

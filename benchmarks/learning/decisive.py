@@ -254,7 +254,9 @@ def constraints_all(specs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                     continue
                 out.append({"task": spec["task"], "family": family, "hir_arm": HIR_ARM_NAMES.get(family, hir_role),
                             "baseline_arm": base_role,
-                            "kinds": paired.compare_constraints(hir_runs, base_runs, kinds_of)})
+                            "kinds": paired.compare_constraints(hir_runs, base_runs, kinds_of),
+                            "trajectory": {"hir": paired.constraint_trajectory(hir_runs, kinds_of),
+                                           "baseline": paired.constraint_trajectory(base_runs, kinds_of)}})
     return out
 
 
@@ -269,8 +271,21 @@ def _constraints_markdown(reports: Sequence[dict[str, Any]]) -> str:
         for kind, k in rep["kinds"].items():
             lines.append(f"| `{kind}` | {len(k['seeds'])} | {k['a']:.1f} | {k['b']:.1f} | {k['t']['mean']:+.1f} | "
                          f"[{k['t']['low']:+.1f}, {k['t']['high']:+.1f}] |")
-        lines.append("")
+        lines += ["", *_trajectory_markdown(rep), ""]
     return "\n".join(lines)
+
+
+def _trajectory_markdown(rep: dict[str, Any]) -> list[str]:
+    hir, base = rep["trajectory"]["hir"], rep["trajectory"]["baseline"]
+    cols = [(rep["hir_arm"], point) for point in hir] + [(rep["baseline_arm"], point) for point in base]
+    lines = ["Over training (mean over the arm's seeds, points):", "",
+             "| constraint kind | " + " | ".join(f"{arm} @{p['step']}" for arm, p in cols) + " |",
+             "|---|" + "---|" * len(cols)]
+    for kind in rep["kinds"]:
+        lines.append(f"| `{kind}` | " + " | ".join(f"{p['kinds'][kind]:.1f}" for _, p in cols) + " |")
+    lines.append("| mean completion tokens | " + " | ".join(
+        "n/a" if p["mean_completion_tokens"] is None else f"{p['mean_completion_tokens']:.1f}" for _, p in cols) + " |")
+    return lines
 
 
 def write_constraints(specs: Sequence[dict[str, Any]], out_dir: Path = DECISION_DIR) -> list[dict[str, Any]]:

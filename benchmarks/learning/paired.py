@@ -155,6 +155,31 @@ def compare_constraints(runs_a: Sequence[dict[str, Any]], runs_b: Sequence[dict[
     return out
 
 
+def constraint_trajectory(runs: Sequence[dict[str, Any]], kinds_of: dict[str, Sequence[str]]
+                          ) -> list[dict[str, Any]]:
+    """One arm's course over training: at each held-out evaluation step whose verdicts every run stored, the mean
+    over runs of each constraint kind's pass rate (``kinds``, points) and of the completion length
+    (``mean_completion_tokens``, tokens; None where a record lacks it). Shows when a kind is lost, not only that it is.
+
+    Raises:
+        ValueError: no run given.
+        KeyError: the runs' held-out prompts differ (a kind is missing from one of them).
+    """
+    if not runs:
+        raise ValueError("no run to follow")
+    steps = sorted(set.intersection(*({e["step"] for e in r["evals"] if "verdicts" in e} for r in runs)))
+    out = []
+    for step in steps:
+        evals = [next(e for e in r["evals"] if e["step"] == step) for r in runs]
+        rates = [constraint_pass_rates(e, kinds_of) for e in evals]
+        kinds = {kind: 100 * sum(r[kind] for r in rates) / len(rates)
+                 for kind in sorted(set().union(*rates))}
+        tokens = [e.get("mean_completion_tokens") for e in evals]
+        out.append({"step": step, "seeds": sorted(r["seed"] for r in runs), "kinds": kinds,
+                    "mean_completion_tokens": None if None in tokens else sum(tokens) / len(tokens)})
+    return out
+
+
 def final_eval(record: dict[str, Any]) -> dict[str, Any]:
     return max(record["evals"], key=lambda e: e["step"])
 
