@@ -36,8 +36,10 @@ commands:
 DEBUG_ENV = "HIR_TRL_DEBUG"
 
 #: Warnings a user cannot act on: TRL 1.16 reads ``gradient_checkpointing`` (and its default is set), which
-#: transformers 5 renamed ``activation_checkpointing``; it warns at config creation and at every generation.
-_UNACTIONABLE_WARNINGS = (r"`(is_)?gradient_checkpointing` is deprecated and will be removed in v6",)
+#: transformers 5 renamed ``activation_checkpointing``; it warns at config creation and at every generation, and
+#: TRL's ``disable_gradient_checkpointing`` (the trainer's no-grad passes) calls the deprecated
+#: ``gradient_checkpointing_disable`` / ``_enable``.
+_UNACTIONABLE_WARNINGS = (r"`(is_)?gradient_checkpointing(_disable|_enable)?` is deprecated and will be removed in v6",)
 
 
 class UsageError(ValueError):

@@ -60,6 +60,32 @@ def _train(tmp_path, *extra):
     return out
 
 
+def test_train_hides_only_the_checkpointing_deprecations_trl_triggers(tiny_model_path):
+    # TRL's no-grad passes call the deprecated gradient_checkpointing_disable / _enable of transformers 5
+    from transformers import AutoModelForCausalLM
+
+    from hir_trl.cli import _UNACTIONABLE_WARNINGS
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path)
+
+    def messages(hide: bool) -> list[str]:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            if hide:
+                for pattern in _UNACTIONABLE_WARNINGS:
+                    warnings.filterwarnings("ignore", message=pattern, category=FutureWarning)
+            model.gradient_checkpointing_enable()
+            model.gradient_checkpointing_disable()
+            warnings.warn("`gradient_checkpointing_fancy` is deprecated and will be removed in v6", FutureWarning)
+        return [str(w.message) for w in seen]
+
+    shown = messages(hide=False)
+    assert any("gradient_checkpointing_disable" in m for m in shown)
+    assert any("gradient_checkpointing_enable" in m for m in shown)
+    # what is hidden is exactly those; an unrelated deprecation still shows
+    assert messages(hide=True) == ["`gradient_checkpointing_fancy` is deprecated and will be removed in v6"]
+
+
 def test_tiny_recipe_trains_and_writes_a_hir_checkpoint(tmp_path, capsys, recwarn):
     # transformers 5 warns that TRL's gradient_checkpointing is deprecated, at config creation and at every
     # generation: nothing a user can act on, so `hir-trl train` hides exactly those (they do fire here)
