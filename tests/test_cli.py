@@ -76,7 +76,7 @@ def test_train_hides_only_the_checkpointing_deprecations_trl_triggers(tiny_model
                     warnings.filterwarnings("ignore", message=pattern, category=FutureWarning)
             model.gradient_checkpointing_enable()
             model.gradient_checkpointing_disable()
-            warnings.warn("`gradient_checkpointing_fancy` is deprecated and will be removed in v6", FutureWarning)
+            warnings.warn("`gradient_checkpointing_fancy` is deprecated and will be removed in v6", FutureWarning, stacklevel=1)
         return [str(w.message) for w in seen]
 
     shown = messages(hide=False)
