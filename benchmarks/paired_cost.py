@@ -138,6 +138,12 @@ def paired_summary(hir: dict[str, Any], grpo: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def allocator_settings(env: dict[str, str]) -> dict[str, str]:
+    """The glibc malloc tunables both workers ran with (``MALLOC_*`` variables, e.g. ``MALLOC_MMAP_THRESHOLD_``):
+    they move a CPU process's peak RSS, so every record names them."""
+    return {key: value for key, value in sorted(env.items()) if key.startswith("MALLOC_") or key == "GLIBC_TUNABLES"}
+
+
 def run_pair(args: argparse.Namespace) -> dict[str, Any]:
     """Start both workers together, wait for both, and write ``<out>/<label>.json`` (per-step records and means)."""
     out = Path(args.out)
@@ -145,6 +151,8 @@ def run_pair(args: argparse.Namespace) -> dict[str, Any]:
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads),
            "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    if args.mmap_threshold is not None:
+        env["MALLOC_MMAP_THRESHOLD_"] = str(args.mmap_threshold)
     with tempfile.TemporaryDirectory(prefix="paired-cost-") as tmp:
         procs, results = {}, {}
         for method, overrides in (("hir", args.hir), ("grpo", args.grpo)):
@@ -165,7 +173,8 @@ def run_pair(args: argparse.Namespace) -> dict[str, Any]:
         if failed:
             raise SystemExit(f"paired_cost: the {', '.join(failed)} run failed; see {out}/{args.label}-*.log")
         runs = {method: json.loads(path.read_text()) for method, path in results.items()}
-    record = {"recipe": args.recipe, "label": args.label, "threads": args.threads, "hir": runs["hir"],
+    record = {"recipe": args.recipe, "label": args.label, "threads": args.threads, "malloc": allocator_settings(env),
+              "hir": runs["hir"],
               "grpo": runs["grpo"], "paired": paired_summary(runs["hir"], runs["grpo"])}
     (out / f"{args.label}.json").write_text(json.dumps(record, indent=1))
     return record
@@ -177,6 +186,7 @@ def write_targets(summary_path: str, record: dict[str, Any]) -> None:
     summary = json.loads(path.read_text()) if path.exists() else {}
     targets = summary.setdefault("targets", {})
     paired = {**record["paired"], "recipe": record["recipe"], "threads": record["threads"],
+              "malloc": record.get("malloc", {}),
               "hir_overrides": record["hir"]["overrides"], "grpo_overrides": record["grpo"]["overrides"],
               "hir_config": record["hir"]["config"], "grpo_config": record["grpo"]["config"]}
     if record["label"] == "default":
@@ -215,6 +225,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--grpo", nargs="*", default=[], help="KEY=VALUE overrides of the GRPO run")
     parser.add_argument("--both", nargs="*", default=[], help="KEY=VALUE overrides of both runs")
     parser.add_argument("--label", default="default")
+    parser.add_argument("--mmap-threshold", type=int, default=None, metavar="BYTES",
+                        help="glibc MALLOC_MMAP_THRESHOLD_ for both runs: allocations of at least BYTES get their own "
+                             "mapping, returned to the system when freed (a fixed value also stops glibc raising it)")
     parser.add_argument("--summary", help="summary.json whose 'targets' get the paired figures")
     args = parser.parse_args(argv)
     if args.command == "worker":

@@ -85,7 +85,7 @@ def test_toy_benchmark_end_to_end(tmp_path):
 
 def test_paired_cost_summary_and_targets(tmp_path):
     """`benchmarks.paired_cost`: per-step means, HiR / GRPO ratios, the targets met, and where they are written."""
-    from benchmarks.paired_cost import overrides_to_argv, paired_summary, write_targets
+    from benchmarks.paired_cost import allocator_settings, overrides_to_argv, paired_summary, write_targets
 
     def run(steps, rss):
         keys = ("step_seconds", "generation", "hir_seconds", "optimizer", "generated_tokens", "generate_calls")
@@ -112,5 +112,10 @@ def test_paired_cost_summary_and_targets(tmp_path):
     assert written["targets"]["step_time_paired"]["ratio"] == 35.0 / 36.0
     assert written["targets"]["paired_variants"]["provision-full"]["tokens_paired"]["ratio"] == 0.75
     assert overrides_to_argv(["a=1", "b=x=y"]) == ["--a", "1", "--b", "x=y"]
+    assert allocator_settings({"MALLOC_MMAP_THRESHOLD_": "65536", "PATH": "/bin", "OMP_NUM_THREADS": "1"}) == {
+        "MALLOC_MMAP_THRESHOLD_": "65536"}
+    write_targets(str(summary), {**record, "label": "mmap", "malloc": {"MALLOC_MMAP_THRESHOLD_": "65536"}})
+    assert json.loads(summary.read_text())["targets"]["paired_variants"]["mmap"]["malloc"] == {
+        "MALLOC_MMAP_THRESHOLD_": "65536"}
     with pytest.raises(SystemExit):
         overrides_to_argv(["novalue"])
