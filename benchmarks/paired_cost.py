@@ -174,8 +174,7 @@ def run_pair(args: argparse.Namespace) -> dict[str, Any]:
             raise SystemExit(f"paired_cost: the {', '.join(failed)} run failed; see {out}/{args.label}-*.log")
         runs = {method: json.loads(path.read_text()) for method, path in results.items()}
     record = {"recipe": args.recipe, "label": args.label, "threads": args.threads, "malloc": allocator_settings(env),
-              "hir": runs["hir"],
-              "grpo": runs["grpo"], "paired": paired_summary(runs["hir"], runs["grpo"])}
+              "hir": runs["hir"], "grpo": runs["grpo"], "paired": paired_summary(runs["hir"], runs["grpo"])}
     (out / f"{args.label}.json").write_text(json.dumps(record, indent=1))
     return record
 
