@@ -119,3 +119,23 @@ def test_paired_cost_summary_and_targets(tmp_path):
         "MALLOC_MMAP_THRESHOLD_": "65536"}
     with pytest.raises(SystemExit):
         overrides_to_argv(["novalue"])
+
+
+def test_report_knows_every_benchmark_method():
+    """Tables and plots cover every method a run can have (a report of paper-family runs alone must not come out
+    empty)."""
+    from benchmarks.learning.report import COLORS, METHOD_LABELS, METHOD_ORDER
+    from benchmarks.learning.run import METHODS
+
+    assert sorted(METHOD_ORDER) == sorted(METHODS)
+    assert set(METHOD_LABELS) == set(COLORS) == set(METHODS)
+
+
+def test_report_names_each_methods_estimator():
+    from benchmarks.learning.report import _estimators
+
+    assert _estimators({"hir_cla": "grpo", "rl_cr": "grpo"}, ["hir_cla", "rl_cr"]) == "`grpo` estimator"
+    mixed = _estimators({"hir_cla": "grpo", "hir_paper_rpp": "reinforce_pp", "rl_cr_rpp": "reinforce_pp"},
+                        ["hir_cla", "hir_paper_rpp", "rl_cr_rpp"])
+    assert mixed == ("estimators `grpo` (HiR (default: CLA reward)); `reinforce_pp` (HiR (paper recipe: Reinforce++, "
+                     "KL), RL-CR (Reinforce++, KL))")

@@ -29,6 +29,8 @@ METHOD_LABELS = {"hir": "HiR, ILA reward", "hir_paper": "HiR (paper advantage)",
 COLORS = {"hir": "tab:red", "hir_paper": "tab:purple", "random": "tab:orange", "rl_ir": "tab:blue",
           "rl_cr": "tab:green", "hir_cla": "tab:brown", "hir_paper_rpp": "tab:pink", "rl_cr_rpp": "tab:olive",
           "rl_ir_rpp": "tab:cyan"}
+#: The order of methods in tables and plots: each HiR arm before the baselines, each family together.
+METHOD_ORDER = ("hir", "hir_cla", "hir_paper", "hir_paper_rpp", "random", "rl_ir", "rl_ir_rpp", "rl_cr", "rl_cr_rpp")
 #: Steps over which the per-step cost is compared "at the start", where every method's policy is still close to
 #: the shared SFT checkpoint (and failures are plentiful).
 EARLY_STEPS = 10
@@ -157,7 +159,7 @@ def _plots(summary: dict[str, Any], runs: list[dict[str, Any]], out: Path) -> li
 
     files = []
     learning = summary["learning"]
-    order = [m for m in ("hir", "hir_cla", "hir_paper", "random", "rl_ir", "rl_cr") if m in learning]
+    order = [m for m in METHOD_ORDER if m in learning]
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for ax, key, title in ((axes[0], "ila", "held-out ILA"), (axes[1], "cla", "held-out CLA")):
@@ -235,10 +237,20 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}"
 
 
+def _estimators(estimators: dict[str, str], order: list[str]) -> str:
+    """``"`grpo` estimator"`` when every method shares one, else each estimator with the methods using it."""
+    used = {}
+    for m in order:
+        used.setdefault(estimators.get(m, "grpo"), []).append(METHOD_LABELS[m])
+    if len(used) == 1:
+        return f"`{next(iter(used))}` estimator"
+    return "estimators " + "; ".join(f"`{e}` ({', '.join(ms)})" for e, ms in used.items())
+
+
 def _markdown(summary: dict[str, Any], meta: dict[str, Any], bench: dict[str, Any], task: dict[str, Any],
               timing: dict[str, Any], files: list[str]) -> str:
     learning, costs, targets = summary["learning"], summary["costs"], summary["targets"]
-    order = [m for m in ("hir", "hir_cla", "hir_paper", "random", "rl_ir", "rl_cr") if m in learning]
+    order = [m for m in METHOD_ORDER if m in learning]
     n_seeds = len(learning[order[0]]["seeds"])
     lines = ["# HiR learning benchmark: results", ""]
     start = (f"{meta['description']} ({meta['parameters'] / 1e6:.1f}M parameters; base model's held-out ILA "
@@ -250,7 +262,7 @@ def _markdown(summary: dict[str, Any], meta: dict[str, Any], bench: dict[str, An
               f"{bench['prompts']} training prompts per run ({bench['prompts_per_step']} per step, "
               f"{bench['prompts'] // bench['prompts_per_step']} steps), {bench['m'] + bench['k']} trained rows per group "
               f"(HiR: m = {bench['m']}, k = {bench['k']}; RL-IR / RL-CR: {bench['m'] + bench['k']} samples), "
-              f"`grpo` estimator, lr {bench['learning_rate']}, temperature {bench['temperature']}, device "
+              f"{_estimators(summary.get('estimators', {}), order)}, lr {bench['learning_rate']}, temperature {bench['temperature']}, device "
               f"`{bench['device']}`, {bench['jobs']} run(s) at a time x {bench['threads']} thread(s)."
               + (f" Extra HiRConfig settings for every method: `{bench['extra']}`." if bench.get("extra") else ""), ""]
     lines += [f"Held-out: {bench['eval_prompts']} prompts x {bench['eval_samples']} sample(s) at temperature "
@@ -329,6 +341,9 @@ def write_report(runs: list[dict[str, Any]], meta: dict[str, Any], bench, task, 
     out.mkdir(parents=True, exist_ok=True)
     summary = summarize(runs, bench_d)
     summary["families"] = list(meta.get("families") or FAMILIES)
+    # each method's advantage estimator: the paper family's own (Reinforce++), else the one every method shares
+    default_estimator = (bench_d.get("extra") or {}).get("advantage_estimator", "grpo")
+    summary["estimators"] = {r["method"]: r["overrides"].get("advantage_estimator", default_estimator) for r in runs}
     files = _plots(summary, runs, out)
     summary.update(bench=bench_d, task=task_d, timing=timing, description=meta.get("description"),
                    sft_model={k: meta[k] for k in ("key", "parameters", "vocab_size", "sft", "eval_sft_model")})
