@@ -249,6 +249,10 @@ def test_constraint_trajectory_follows_each_kind_over_the_evaluations():
     assert course[0]["kinds"] == {"comma": 100.0, "keyword": 100.0, "short": 100.0}
     assert course[1]["kinds"] == {"comma": 100.0, "keyword": 100.0, "short": 0.0}
     assert course[0]["mean_completion_tokens"] == 10.0 and course[1]["mean_completion_tokens"] == 25.0
+    # every completion meets everything at step 0 (no replay candidate); at step 2 each fails exactly one kind
+    assert course[0]["candidates"] == 0.0 and course[0]["candidate_failures"]["short"] == 0.0
+    assert course[1]["candidates"] == 100.0
+    assert course[1]["candidate_failures"] == {"comma": 0.0, "keyword": 0.0, "short": 100.0}
     # an evaluation without verdicts in one run is left out, not filled in
     del runs[1]["evals"][0]["verdicts"]
     assert [p["step"] for p in paired.constraint_trajectory(runs, kinds_of)] == [2]
@@ -256,6 +260,20 @@ def test_constraint_trajectory_follows_each_kind_over_the_evaluations():
     assert paired.constraint_trajectory(runs, kinds_of)[0]["mean_completion_tokens"] is None
     with pytest.raises(ValueError, match="no run"):
         paired.constraint_trajectory([], kinds_of)
+
+
+def test_candidate_failure_shares_counts_only_partly_met_completions():
+    rows, samples = ["p0", "p1"], 2
+    kinds_of = {"p0": ["comma", "short"], "p1": ["short", "short", "keyword"]}
+    # p0: one success, one candidate failing "short"; p1: one completion failing everything (not a candidate) and
+    # one candidate failing both "short" constraints (counted once for the kind) and meeting "keyword"
+    evaluation = {"verdicts": {"rows": rows, "samples": samples, "passed": ["11", "10", "000", "001"]}}
+    candidates, failing = paired.candidate_failure_shares(evaluation, kinds_of)
+    assert candidates == 0.5 and failing == {"short": 1.0}
+    evaluation["verdicts"]["passed"][1] = "01"
+    assert paired.candidate_failure_shares(evaluation, kinds_of)[1] == {"comma": 0.5, "short": 0.5}
+    with pytest.raises(ValueError, match="p1"):
+        paired.candidate_failure_shares(evaluation, {"p0": ["comma", "short"], "p1": ["short"]})
 
 
 def test_held_out_kinds_rebuilds_the_synthetic_prompts():

@@ -285,6 +285,13 @@ def _trajectory_markdown(rep: dict[str, Any]) -> list[str]:
         lines.append(f"| `{kind}` | " + " | ".join(f"{p['kinds'][kind]:.1f}" for _, p in cols) + " |")
     lines.append("| mean completion tokens | " + " | ".join(
         "n/a" if p["mean_completion_tokens"] is None else f"{p['mean_completion_tokens']:.1f}" for _, p in cols) + " |")
+    lines += ["", "Replay candidates over training: the held-out completions that failed a constraint but met at least "
+              "one (Algorithm 1's candidates, cut off or not), in points of all completions, and the share of them "
+              "failing each kind (points of candidates; a replay's q' drops what its completion failed):", "",
+              "| | " + " | ".join(f"{arm} @{p['step']}" for arm, p in cols) + " |", "|---|" + "---|" * len(cols),
+              "| candidates (of all completions) | " + " | ".join(f"{p['candidates']:.1f}" for _, p in cols) + " |"]
+    for kind in rep["kinds"]:
+        lines.append(f"| `{kind}` | " + " | ".join(f"{p['candidate_failures'][kind]:.1f}" for _, p in cols) + " |")
     return lines
 
 

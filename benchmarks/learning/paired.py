@@ -131,6 +131,36 @@ def constraint_pass_rates(evaluation: dict[str, Any], kinds_of: dict[str, Sequen
     return {kind: sum(bits) / len(bits) for kind, bits in sorted(met.items())}
 
 
+def candidate_failure_shares(evaluation: dict[str, Any], kinds_of: dict[str, Sequence[str]]
+                             ) -> tuple[float, dict[str, float]]:
+    """Which constraints the completions a replay could come from fail, in one held-out evaluation.
+
+    Candidates are the (prompt, sample) verdicts that failed at least one constraint and met at least one: the
+    failed completions Algorithm 1 (lines 6-9) may replay, whether or not they were cut off (held-out verdicts do
+    not say). Returns (candidates / all completions, {kind: share of candidates failing a constraint of that kind}),
+    fractions in [0, 1]; a kind no candidate's prompt has is absent.
+
+    Raises:
+        KeyError: a prompt of the evaluation is not in ``kinds_of``.
+        ValueError: a verdict string does not have one character per constraint of its prompt.
+    """
+    verdicts = evaluation["verdicts"]
+    total, candidates, failing = 0, 0, {}
+    for r, row_id in enumerate(verdicts["rows"]):
+        kinds = kinds_of[row_id]
+        for passed in verdicts["passed"][r * verdicts["samples"]:(r + 1) * verdicts["samples"]]:
+            if len(passed) != len(kinds):
+                raise ValueError(f"prompt {row_id}: verdict {passed!r} for {len(kinds)} constraints")
+            total += 1
+            if "0" not in passed or "1" not in passed:
+                continue
+            candidates += 1
+            for kind in {kind for kind, bit in zip(kinds, passed) if bit == "0"}:
+                failing[kind] = failing.get(kind, 0) + 1
+    return (candidates / total if total else 0.0,
+            {kind: n / candidates for kind, n in sorted(failing.items())})
+
+
 def compare_constraints(runs_a: Sequence[dict[str, Any]], runs_b: Sequence[dict[str, Any]],
                         kinds_of: dict[str, Sequence[str]]) -> dict[str, dict[str, Any]]:
     """Per constraint kind, arm A against arm B at the final held-out evaluation, paired by seed: ``a`` and ``b``
@@ -160,6 +190,8 @@ def constraint_trajectory(runs: Sequence[dict[str, Any]], kinds_of: dict[str, Se
     """One arm's course over training: at each held-out evaluation step whose verdicts every run stored, the mean
     over runs of each constraint kind's pass rate (``kinds``, points) and of the completion length
     (``mean_completion_tokens``, tokens; None where a record lacks it). Shows when a kind is lost, not only that it is.
+    Also the mean over runs of `candidate_failure_shares`: ``candidates`` (points of all completions) and
+    ``candidate_failures`` (per kind, points of the candidates failing it; 0 in a run where no candidate fails it).
 
     Raises:
         ValueError: no run given.
@@ -175,7 +207,10 @@ def constraint_trajectory(runs: Sequence[dict[str, Any]], kinds_of: dict[str, Se
         kinds = {kind: 100 * sum(r[kind] for r in rates) / len(rates)
                  for kind in sorted(set().union(*rates))}
         tokens = [e.get("mean_completion_tokens") for e in evals]
+        shares = [candidate_failure_shares(e, kinds_of) for e in evals]
+        failures = {kind: 100 * sum(f.get(kind, 0.0) for _, f in shares) / len(shares) for kind in kinds}
         out.append({"step": step, "seeds": sorted(r["seed"] for r in runs), "kinds": kinds,
+                    "candidates": 100 * sum(c for c, _ in shares) / len(shares), "candidate_failures": failures,
                     "mean_completion_tokens": None if None in tokens else sum(tokens) / len(tokens)})
     return out
 
