@@ -25,7 +25,7 @@ LOG_COLUMNS = ("row_id", "hindsight", "supplementary", "kept_constraints")
 TIMINGS = ("total", "extra_pass", "selection", "supplementary", "assembly", "replay_passes", "recording")
 #: The per-rank counts `replay_counts` returns, in order (summed over ranks before `replay_metrics`).
 COUNTS = ("replayed", "slots", "groups_all_failed", "groups", "integrity", "entropy", "supplementary", "padded",
-          "relabelled", "fillers", "generated_tokens")
+          "relabelled", "fillers", "generated_tokens", "sampled", "sampled_tokens", "replay_tokens")
 
 
 class StepTimer:
@@ -64,7 +64,7 @@ class StepTimer:
 
 
 def replay_counts(new_rows: Sequence[NewRow], rewards: Sequence[float], num_sampled: int, group_size: int, k: int,
-                  fillers: int, generated_tokens: int) -> list[float]:
+                  fillers: int, generated_tokens: int, sampled_lengths: Sequence[int]) -> list[float]:
     """This rank's counts behind the ``hir/*`` metrics, in the order of `COUNTS`.
 
     Args:
@@ -73,8 +73,14 @@ def replay_counts(new_rows: Sequence[NewRow], rewards: Sequence[float], num_samp
             met every constraint), under either reward mode.
         num_sampled: B, sampled rows; ``group_size``: m; ``k``: replays per group.
         fillers: supplementary samples generated only to keep ranks in step; ``generated_tokens``: completion tokens
-            of the B sampled rows.
+            of the B sampled rows (and of provisioned samples).
+        sampled_lengths: (B,) completion tokens of each sampled row; a replay's completion is its source's.
+
+    Raises:
+        ValueError: ``sampled_lengths`` does not have B entries.
     """
+    if len(sampled_lengths) != num_sampled:
+        raise ValueError(f"sampled_lengths has {len(sampled_lengths)} entries for {num_sampled} sampled rows")
     choices = [row.choice for row in new_rows if row.kind == "replay"]
     groups = num_sampled // group_size
     # a success meets every constraint: reward 1 under both reward modes (ILA 1, or a CLA of 1)
@@ -82,13 +88,17 @@ def replay_counts(new_rows: Sequence[NewRow], rewards: Sequence[float], num_samp
     return [len(choices), groups * k, all_failed, groups, sum(c.integrity for c in choices),
             sum(c.diversity for c in choices), sum(row.kind == "supplementary" for row in new_rows),
             sum(row.kind == "pad" for row in new_rows),
-            sum(new is not None for c in choices for new in c.relabelled), fillers, generated_tokens]
+            sum(new is not None for c in choices for new in c.relabelled), fillers, generated_tokens,
+            num_sampled, sum(sampled_lengths),
+            sum(sampled_lengths[row.source] for row in new_rows if row.kind == "replay")]
 
 
 def replay_metrics(counts: Sequence[float], lam: float, group_size: int) -> dict[str, float]:
     """The ``hir/*`` metrics of a step from `replay_counts` summed over ranks (docs/step.md "Metrics").
 
-    ``hir/replay_integrity_mean`` and ``hir/replay_entropy_mean`` are NaN when nothing was replayed.
+    ``hir/replay_integrity_mean``, ``hir/replay_entropy_mean`` and ``hir/replay_mean_length`` are NaN when nothing
+    was replayed. ``hir/replay_mean_length`` and ``hir/sampled_mean_length``: mean completion tokens of the replays
+    and of the sampled rows (whether replays favour long completions).
     """
     c = dict(zip(COUNTS, counts))
     replayed = c["replayed"]
@@ -105,6 +115,8 @@ def replay_metrics(counts: Sequence[float], lam: float, group_size: int) -> dict
         "hir/replay_integrity_mean": c["integrity"] / replayed if replayed else float("nan"),
         "hir/replay_entropy_mean": c["entropy"] / replayed if replayed else float("nan"),
         "hir/relabelled_constraints": c["relabelled"] / replayed if replayed else float("nan"),
+        "hir/replay_mean_length": c["replay_tokens"] / replayed if replayed else float("nan"),
+        "hir/sampled_mean_length": c["sampled_tokens"] / c["sampled"] if c["sampled"] else float("nan"),
     }
 
 

@@ -764,7 +764,8 @@ class HiRTrainer(GRPOTrainer):
         m, device = self.num_generations, self.accelerator.device
         local = replay_counts(new_rows, rewards, B, m, self.args.num_replays,
                               fillers=supplement["fillers"] if supplement is not None else 0,
-                              generated_tokens=int(extended["completion_mask"][:B].sum().item()) + provisioned_tokens)
+                              generated_tokens=int(extended["completion_mask"][:B].sum().item()) + provisioned_tokens,
+                              sampled_lengths=extended["completion_mask"][:B].sum(1).tolist())
         counts = self.accelerator.gather(torch.tensor(local, dtype=torch.float64, device=device))
         counts = counts.view(-1, len(local)).sum(0).tolist()
         if supplement is not None:  # already summed over ranks, fillers included

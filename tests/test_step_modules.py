@@ -150,17 +150,23 @@ def test_step_log_counts_metrics_and_log_rows():
     choice = ReplayChoice(1, 0.0, 2.0, 0.5, (True, False), q_prime="q'")
     rows = [NewRow("supplementary", 0, 1), NewRow("replay", 1, 0, choice), NewRow("pad", 0, 0)]
     rewards = [0.0, 0.0, 1.0, 0.0, 1.0, 1.0, float("nan")]
-    counts = replay_counts(rows, rewards, 4, 2, 2, fillers=1, generated_tokens=40)
+    lengths = [10, 30, 5, 15]  # completion tokens of the 4 sampled rows; the replay's source is row 1
+    counts = replay_counts(rows, rewards, 4, 2, 2, fillers=1, generated_tokens=40, sampled_lengths=lengths)
     assert dict(zip(COUNTS, counts)) == {"replayed": 1, "slots": 4, "groups_all_failed": 1, "groups": 2,
                                          "integrity": 0.5, "entropy": 2.0, "supplementary": 1, "padded": 1,
-                                         "relabelled": 0, "fillers": 1, "generated_tokens": 40}
+                                         "relabelled": 0, "fillers": 1, "generated_tokens": 40, "sampled": 4,
+                                         "sampled_tokens": 60, "replay_tokens": 30}
+    with pytest.raises(ValueError, match="3 entries for 4 sampled rows"):
+        replay_counts(rows, rewards, 4, 2, 2, fillers=1, generated_tokens=40, sampled_lengths=lengths[:3])
     # graded (CLA) rewards: a group with partial successes but none at 1 has still failed
     graded = replay_counts(rows, [0.5, 0.25, 1.0, 0.75, 1.0, 1.0, float("nan")], 4, 2, 2, fillers=1,
-                           generated_tokens=40)
+                           generated_tokens=40, sampled_lengths=lengths)
     assert dict(zip(COUNTS, graded))["groups_all_failed"] == 1
     metrics = replay_metrics(counts, 3.0, 2)
     assert metrics["hir/replayed_fraction"] == 0.25 and metrics["hir/rows_per_group"] == 3.0
-    assert math.isnan(replay_metrics([0] * 3 + [1] + [0] * 7, 1.0, 2)["hir/replay_integrity_mean"])
+    assert metrics["hir/replay_mean_length"] == 30.0 and metrics["hir/sampled_mean_length"] == 15.0
+    nothing = replay_metrics([0] * 3 + [1] + [0] * (len(COUNTS) - 4), 1.0, 2)
+    assert math.isnan(nothing["hir/replay_integrity_mean"]) and math.isnan(nothing["hir/replay_mean_length"])
     rule = {"text": "No commas.", "kind": "hard", "instruction_id": "punctuation:no_comma"}
     inputs = [{"row_id": "a", "constraints": [rule]}] * 2 + [{"row_id": "b", "constraints": [rule, SOFT]}] * 2
     supplement = {"prompts": ["q_b"], "completions": ["s"], "verdicts": VerdictMatrix(

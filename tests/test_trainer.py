@@ -130,6 +130,11 @@ def test_real_batch_has_m_plus_k_rows_per_group(tmp_path, tiny_model_path, sampl
     for key in ("hir/replayed_fraction", "hir/groups_all_failed", "hir/replay_integrity_mean",
                 "hir/replay_entropy_mean", "reward/ila", "reward/cla"):
         assert key in logged
+    # the replays' and the sampled rows' mean completion lengths, from the batch's own masks (one rank, one step)
+    lengths = out["completion_mask"].sum(1)
+    sources = [replay.new_rows[i].source for i in real]
+    assert logged["hir/replay_mean_length"] == pytest.approx(lengths[sources].float().mean().item())
+    assert logged["hir/sampled_mean_length"] == pytest.approx(lengths[:B].float().mean().item())
 
 
 def assert_group_advantages(out, replay, B, m):
