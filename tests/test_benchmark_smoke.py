@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import random
 
 import pytest
+import torch
 
 from benchmarks.learning.task import FAMILIES, TaskConfig, render_response, sample_prompt, verdicts
 
@@ -49,6 +51,10 @@ def test_toy_benchmark_end_to_end(tmp_path):
             assert evaluation["ila"] == pytest.approx(met)
             assert 0 <= evaluation["truncated_fraction"] <= 1
         assert run["preregistration"] is None
+        machine = run["machine"]  # where the run ran: floating-point results differ between processors
+        assert machine["cores"] == os.cpu_count() and machine["torch"] == torch.__version__
+        assert machine["cpu_capability"] == torch.backends.cpu.get_cpu_capability() and machine["processor"]
+        assert machine["cuda_device"] is None and len(machine["code_commit"]) == 40
         assert len(run["steps"]) == 2
         for step in run["steps"]:
             parts = sum(step[k] for k in ("generation", "verification", "nograd_pass", "selection", "trl_scoring",

@@ -474,13 +474,15 @@ def measure_training_pool(cfg: RealTaskConfig, rows: int, samples: int, max_new_
 
 def pilot_steps(rows_path: Path, model_dir: Path = MODEL_DIR, *, method: str = "hir", lora: bool = False,
                 steps: int = 3, prompts_per_step: int = 2, m: int = 6, k: int = 2, max_completion_length: int = 64,
-                learning_rate: float = 1e-5, lora_rank: int = 16, seed: int = 0) -> dict[str, Any]:
+                learning_rate: float = 1e-5, lora_rank: int = 16, seed: int = 0,
+                gradient_checkpointing: bool = False) -> dict[str, Any]:
     """Time ``steps`` training steps of `HiRTrainer` on the real model (a pilot: it measures cost, not learning).
 
     ``method="hir"`` samples m completions per prompt and adds k replays; ``"grpo"`` samples m + k with
-    ``num_replays=0`` (RL-IR's cost). No gradient checkpointing, temperature 1, ``beta=0``, one optimizer step per
-    generation batch. With ``lora``, a peft LoRA adapter (rank ``lora_rank``, alpha 2 x rank, every linear layer)
-    is trained instead of every weight.
+    ``num_replays=0`` (RL-IR's cost). Temperature 1, ``beta=0``, one optimizer step per generation batch;
+    activation checkpointing only with ``gradient_checkpointing`` (as the decisive real-task runs use it). With
+    ``lora``, a peft LoRA adapter (rank ``lora_rank``, alpha 2 x rank, every linear layer) is trained instead of
+    every weight.
 
     Returns:
         ``{"method", "lora", "trainable_parameters", "steps": [per-step records of
@@ -507,7 +509,8 @@ def pilot_steps(rows_path: Path, model_dir: Path = MODEL_DIR, *, method: str = "
             output_dir=tmp, seed=seed, max_steps=steps, per_device_train_batch_size=prompts_per_step * generations,
             gradient_accumulation_steps=1, num_generations=generations, num_replays=replays,
             learning_rate=learning_rate, lr_scheduler_type="constant", max_completion_length=max_completion_length,
-            temperature=1.0, beta=0.0, use_cpu=True, bf16=False, gradient_checkpointing=False, logging_steps=1,
+            temperature=1.0, beta=0.0, use_cpu=True, bf16=False, gradient_checkpointing=gradient_checkpointing,
+            logging_steps=1,
             save_strategy="no", report_to="none", disable_tqdm=True, log_completions=False, judge_model="",
             dataloader_num_workers=0)
         trainer = HiRTrainer(model=str(model_dir), args=args, train_dataset=dataset, peft_config=peft_config)
@@ -521,7 +524,8 @@ def pilot_steps(rows_path: Path, model_dir: Path = MODEL_DIR, *, method: str = "
         record["process_cpu_seconds"] = cpu_seconds
     return {"method": method, "lora": lora, "trainable_parameters": trainable, "setup_seconds": setup,
             "prompts_per_step": prompts_per_step, "rows_per_group": m + k,
-            "max_completion_length": max_completion_length, "steps": profiler.steps}
+            "max_completion_length": max_completion_length, "gradient_checkpointing": gradient_checkpointing,
+            "steps": profiler.steps}
 
 
 class _CpuTime(TrainerCallback):
@@ -574,6 +578,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     pilot.add_argument("--steps", type=int, default=3)
     pilot.add_argument("--prompts-per-step", type=int, default=2)
     pilot.add_argument("--max-completion-length", type=int, default=64)
+    pilot.add_argument("--gradient-checkpointing", action="store_true", help="activation checkpointing")
     pilot.add_argument("--task-json", default=None, help="RealTaskConfig overrides as JSON")
     pilot.add_argument("--rows", type=Path, default=None,
                        help="training rows to time on (default: the task's rl_prompts.jsonl, built if needed)")
@@ -610,7 +615,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         result = pilot_steps(ns.rows, ensure_smollm2_model(MODEL_DIR), method=ns.method, lora=ns.lora,
                              steps=ns.steps, prompts_per_step=ns.prompts_per_step,
-                             max_completion_length=ns.max_completion_length)
+                             max_completion_length=ns.max_completion_length,
+                             gradient_checkpointing=ns.gradient_checkpointing)
         result["torch_threads"] = torch.get_num_threads()
     else:
         cfg = RealTaskConfig(**json.loads(ns.task_json or "{}"))
@@ -621,7 +627,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             result = pilot_steps(task_dir / "rl_prompts.jsonl", task_dir / "model", method=ns.method, lora=ns.lora, steps=ns.steps,
                                  prompts_per_step=ns.prompts_per_step,
-                                 max_completion_length=ns.max_completion_length)
+                                 max_completion_length=ns.max_completion_length,
+                                 gradient_checkpointing=ns.gradient_checkpointing)
             result["torch_threads"] = torch.get_num_threads()
     text = json.dumps(result, indent=2)
     if getattr(ns, "output", None):

@@ -289,6 +289,7 @@ def run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_p
         "torch_threads": torch.get_num_threads(),
         "final_model": str(final_model) if final_model else None,
         "preregistration": preregistration_of(bench),
+        "machine": machine_info(),
     }
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(record))
@@ -316,6 +317,39 @@ def preregistration_of(bench: BenchConfig) -> dict[str, str] | None:
         raise RuntimeError(f"pre-registration {bench.preregistration} is not committed as it is: commit it before "
                            "any of its runs start")
     return {"path": bench.preregistration, "commit": commit}
+
+
+#: Environment variables that change which CPU kernels torch runs, hence a run's floating-point results.
+NUMERICS_ENV = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
+
+
+def machine_info() -> dict[str, Any]:
+    """Where a run ran: the processor, its core count, torch's version and CPU kernel level, the GPU (None on CPU),
+    the kernel-selecting environment variables that are set (`NUMERICS_ENV`), and the code's commit (``dirty``:
+    uncommitted changes to tracked files). Floating-point results, and so SFT checkpoints, differ between
+    processors and kernel levels; records name both so that runs are compared on the machine they came from."""
+    import platform
+
+    import torch
+
+    processor = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+        processor = names[0] if names else processor
+    except OSError:
+        pass
+
+    def git(*args: str) -> str | None:
+        proc = subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True)
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"processor": processor, "cores": os.cpu_count(), "torch": torch.__version__,
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "cuda_device": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+            "numerics_env": {k: os.environ[k] for k in NUMERICS_ENV if k in os.environ},
+            "code_commit": git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None}
 
 
 def final_model_dir(task_dir: Path, method: str, seed: int) -> Path:
@@ -354,7 +388,8 @@ def _launch(method: str, seed: int, bench: BenchConfig, task_dir: Path, runs_dir
 
 def _checkpoint_id(task_dir: Path) -> dict[str, Any]:
     """What identifies the starting checkpoint: the task folder and its SFT outcome (SFT is not bit-reproducible
-    across machines, so two builds of the same TaskConfig are different starting points)."""
+    across torch's CPU kernel levels, AVX2 against AVX-512, so two builds of the same TaskConfig on different
+    machines can be different starting points; ``ATEN_CPU_CAPABILITY`` pins the level)."""
     meta = json.loads((task_dir / "meta.json").read_text())
     return {"task": task_dir.name, "sft_final_loss": (meta["sft"] or {}).get("final_loss")}
 

@@ -6,6 +6,12 @@
 #       CACHE_DIR=/path/to/benchmarks/.cache bash benchmarks/sweeps/decisive_synthetic.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# torch's CPU kernels at the AVX2 level: the pre-registered SFT checkpoint (task-10225f1b7da5, SFT loss
+# 0.9183009076118469, step-0 held-out ILA 4.59%) was built on a machine whose torch ran AVX2 kernels; on an AVX-512
+# machine torch's default kernels build a different checkpoint (SFT loss 0.9453575742244721), and this setting
+# rebuilds the registered one bit for bit (its 2,048 step-0 verdicts included). Every run record names it
+# (record["machine"]["numerics_env"]).
+export ATEN_CPU_CAPABILITY=${ATEN_CPU_CAPABILITY:-avx2}
 PREREG=benchmarks/preregistered/decisive-synthetic.yaml
 source benchmarks/sweeps/decisive_stage.sh
 stage --family trl --arms hir,rl_cr
