@@ -325,6 +325,53 @@ def test_relabel_round_decides_against_drop_and_reports_rl_cr_and_constraint_kin
     assert f"| `short` | {short['a']:.1f} | {short['b']:.1f} | {short['t']['mean']:+.1f} " in markdown
 
 
+def test_ended_replays_round_decides_against_any_failure_and_pairs_truncation_by_seed():
+    from benchmarks.learning import ended_replays
+
+    assert ended_replays.rule(0.01, 3.0) == ended_replays.HELPS
+    assert ended_replays.rule(-3.0, -0.01) == ended_replays.HURTS
+    assert ended_replays.rule(-3.0, 0.0) == ended_replays.UNCHANGED == ended_replays.rule(0.0, 3.0)
+    rows, samples = [f"p{i}" for i in range(20)], 4
+    rng = random.Random(5)
+
+    def arm(method: str, rate: float, cut: float) -> list[dict]:
+        records = [_record(method, s, ["11" if rng.random() < rate else "10" for _ in range(80)], rows, samples)
+                   for s in range(4)]
+        for s, record in enumerate(records):  # the final evaluation's cut-off share and length, seed by seed
+            record["evals"][-1].update(truncated_fraction=cut + 0.01 * s, mean_completion_tokens=40 + 100 * cut)
+        return records
+
+    ended, any_failure, rl_cr = arm("hir_paper_rpp", 0.5, 0.05), arm("hir_paper_rpp", 0.1, 0.8), arm("rl_cr_rpp", 0.3, 0.4)
+    del ended[3]["evals"][-1]["mean_completion_tokens"]  # an older record without the length: left out, not zero
+    out = ended_replays.check(ended, any_failure, rl_cr, seeds=[0, 1, 2, 3], bootstrap_reps=200)
+    assert out["complete"] and out["decision"] == ended_replays.HELPS and out["ci95_low"] > 0
+    assert out["versus_rl_cr"]["decision"] == paired.HIR_AHEAD and out["versus_rl_cr"]["seeds"] == [0, 1, 2, 3]
+    cut = out["truncation"][2]["truncated_fraction"]
+    assert cut["seeds"] == [0, 1, 2, 3] and cut["diffs"] == pytest.approx([-75.0] * 4)
+    assert cut["t"]["mean"] == pytest.approx(-75.0) and 0 not in out["truncation"]  # the shared start is skipped
+    length = out["truncation"][2]["mean_completion_tokens"]
+    assert length["seeds"] == [0, 1, 2] and length["diffs"] == pytest.approx([-75.0] * 3)
+    interim = ended_replays.check(ended[:2], any_failure, rl_cr, seeds=[0, 1, 2, 3], bootstrap_reps=200)
+    assert interim["decision"].startswith("interim (2 of 4 seeds): ")
+    assert interim["versus_rl_cr"]["decision"].startswith("interim (2 of 4 seeds): ")
+    markdown = ended_replays._markdown({**out, "preregistration": {"path": "x", "commit": "y"}})
+    assert f"**Decision (primary): {ended_replays.HELPS}.**" in markdown
+    assert "| 2 | cut at the limit (%) | 6.5 | 81.5 | -75.0 [" in markdown
+
+
+def test_ended_replays_preregistration_matches_the_decisive_settings():
+    import yaml
+
+    from benchmarks.learning import ended_replays
+
+    spec = yaml.safe_load(ended_replays.PREREGISTRATION.read_text())
+    decisive = yaml.safe_load(ended_replays.DECISIVE.read_text())
+    assert spec["arm"] == decisive["families"]["paper"]["arms"]["hir"]
+    assert spec["seeds"] == decisive["families"]["paper"]["seeds"]
+    assert {k: v for k, v in spec["bench"].items() if k != "extra"} == decisive["bench"]
+    assert json.loads(spec["bench"]["extra"]) == {"replay_truncated_completions": False}
+
+
 def test_replay_audit_reports_what_the_selected_replays_drop():
     from benchmarks.learning.replay_audit import audit
 
