@@ -75,6 +75,7 @@ from .sampling import (
     sampling_logps,
 )
 from .step_log import (
+    COUNTS,
     LOG_COLUMNS,
     TIMINGS,
     StepTimer,
@@ -769,7 +770,7 @@ class HiRTrainer(GRPOTrainer):
         counts = self.accelerator.gather(torch.tensor(local, dtype=torch.float64, device=device))
         counts = counts.view(-1, len(local)).sum(0).tolist()
         if supplement is not None:  # already summed over ranks, fillers included
-            counts[-1] += supplement["generated_tokens"]
+            counts[COUNTS.index("generated_tokens")] += supplement["generated_tokens"]
         for name, value in replay_metrics(counts, lam, m).items():
             self._metrics["train"][name].append(value)
         advantages = sequence_advantages(extended)
