@@ -342,10 +342,13 @@ def test_ended_replays_round_decides_against_any_failure_and_pairs_truncation_by
         return records
 
     ended, any_failure, rl_cr = arm("hir_paper_rpp", 0.5, 0.05), arm("hir_paper_rpp", 0.1, 0.8), arm("rl_cr_rpp", 0.3, 0.4)
+    for record in ended:
+        record["logs"] = [{"hir/generated_tokens": 60.0}]  # logged undercount: not what the report uses
     del ended[3]["evals"][-1]["mean_completion_tokens"]  # an older record without the length: left out, not zero
     out = ended_replays.check(ended, any_failure, rl_cr, seeds=[0, 1, 2, 3], bootstrap_reps=200)
     assert out["complete"] and out["decision"] == ended_replays.HELPS and out["ci95_low"] > 0
     assert out["versus_rl_cr"]["decision"] == paired.HIR_AHEAD and out["versus_rl_cr"]["seeds"] == [0, 1, 2, 3]
+    assert out["per_step"]["ended"]["generated_tokens"] == 100  # the profiler's count (_record: 100 a step)
     cut = out["truncation"][2]["truncated_fraction"]
     assert cut["seeds"] == [0, 1, 2, 3] and cut["diffs"] == pytest.approx([-75.0] * 4)
     assert cut["t"]["mean"] == pytest.approx(-75.0) and 0 not in out["truncation"]  # the shared start is skipped

@@ -88,8 +88,13 @@ def check(ended: Sequence[dict[str, Any]], any_failure: Sequence[dict[str, Any]]
         ValueError: fewer than two seeds shared with the any-failure arm (no interval).
     """
     out = one_round.check(ended, any_failure, seeds, bootstrap_reps, labels=("ended", "any_failure"), decide=rule,
-                          per_step_keys=("replayed_rows", "supplementary_samples", "generated_tokens"))
+                          per_step_keys=("replayed_rows", "supplementary_samples"))
     in_seeds = [r for r in ended if r["seed"] in seeds]
+    # generated tokens per step as the profiler counted them (every generate call's completions), not the logged
+    # hir/generated_tokens, which the code the round's runs come from undercounts under replay_shortfall "resample"
+    for arm, records in (("ended", in_seeds), ("any_failure", [r for r in any_failure if r["seed"] in out["seeds"]])):
+        steps = [step["generated_tokens"] for r in records if r["seed"] in out["seeds"] for step in r["steps"]]
+        out["per_step"][arm]["generated_tokens"] = sum(steps) / len(steps) if steps else 0.0
     out["versus_rl_cr"] = one_round.versus_baseline(in_seeds, rl_cr, seeds, out["complete"], bootstrap_reps)
     out["truncation"] = truncation(in_seeds, [r for r in any_failure if r["seed"] in seeds])
     return out
