@@ -341,7 +341,8 @@ def test_ended_replays_round_decides_against_any_failure_and_pairs_truncation_by
             record["evals"][-1].update(truncated_fraction=cut + 0.01 * s, mean_completion_tokens=40 + 100 * cut)
         return records
 
-    ended, any_failure, rl_cr = arm("hir_paper_rpp", 0.5, 0.05), arm("hir_paper_rpp", 0.1, 0.8), arm("rl_cr_rpp", 0.3, 0.4)
+    ended, any_failure = arm("hir_paper_rpp", 0.5, 0.05), arm("hir_paper_rpp", 0.1, 0.8)
+    rl_cr = arm("rl_cr_rpp", 0.3, 0.4)
     for record in ended:
         record["logs"] = [{"hir/generated_tokens": 60.0}]  # logged undercount: not what the report uses
     del ended[3]["evals"][-1]["mean_completion_tokens"]  # an older record without the length: left out, not zero

@@ -127,7 +127,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ns = parser.parse_args(argv)
     spec, results_dir, ended, any_failure, rl_cr = one_round.round_records(ns.preregistration, ns.decisive, "paper")
     if not ended:
-        raise SystemExit(f"no {spec['arm']} record in {results_dir / 'runs'} yet: run the pre-registered command first")
+        raise SystemExit(f"no {spec['arm']} record in {results_dir / 'runs'} yet: run the pre-registered command "
+                         "first")
     one_round.write_decision(check(ended, any_failure, rl_cr, spec["seeds"], ns.bootstrap_reps), ns.preregistration,
                              ended, results_dir, _markdown)
 

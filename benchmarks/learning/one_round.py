@@ -92,7 +92,8 @@ def versus_baseline(records: Sequence[dict[str, Any]], baseline: Sequence[dict[s
     label = paired.decide(t["low"], t["high"])
     return {
         "seeds": result["seeds"], "mean_diff_points": t["mean"], "ci95_low": t["low"], "ci95_high": t["high"],
-        "sd_diff_points": t["sd"], "diff_points_per_seed": result["diffs"], "rl_cr_final_ila_points": result["final_b"],
+        "sd_diff_points": t["sd"], "diff_points_per_seed": result["diffs"],
+        "rl_cr_final_ila_points": result["final_b"],
         "decision": label if complete else f"interim ({len(result['seeds'])} of {len(seeds)} seeds): {label}",
     }
 
@@ -194,8 +195,8 @@ def round_records(preregistration: Path, decisive: Path, family: str
     variant = paired.load_runs(results_dir / "runs").get(spec["arm"], [])
     base = paired.load_runs(REPO_ROOT / decisive_spec["results_dir"] / "runs")
     arms = decisive_spec["families"][family]["arms"]
-    hir, rl_cr = ([r for r in base.get(arms[role], []) if (r.get("preregistration") or {}).get("path") == decisive_path]
-                  for role in ("hir", "rl_cr"))
+    hir, rl_cr = ([r for r in base.get(arms[role], [])
+                   if (r.get("preregistration") or {}).get("path") == decisive_path] for role in ("hir", "rl_cr"))
     return spec, results_dir, variant, hir, rl_cr
 
 
