@@ -138,7 +138,15 @@ def test_report_knows_every_benchmark_method():
 
 
 def test_report_names_each_methods_estimator():
-    from benchmarks.learning.report import _estimators
+    from benchmarks.learning.report import _estimators, method_estimators
+
+    runs = [{"method": "hir_paper_rpp", "overrides": {"advantage_estimator": "reinforce_pp"}},
+            {"method": "hir_cla", "overrides": {}}]
+    assert method_estimators(runs, {"extra": ""}) == {"hir_paper_rpp": "reinforce_pp", "hir_cla": "grpo"}
+    # BenchConfig.extra is a JSON string (--extra): a report of runs with an override must read it, not crash
+    assert method_estimators(runs, {"extra": '{"replay_truncated_completions": false}'})["hir_cla"] == "grpo"
+    assert method_estimators(runs, {"extra": '{"advantage_estimator": "rloo"}'}) == {
+        "hir_paper_rpp": "reinforce_pp", "hir_cla": "rloo"}
 
     assert _estimators({"hir_cla": "grpo", "rl_cr": "grpo"}, ["hir_cla", "rl_cr"]) == "`grpo` estimator"
     mixed = _estimators({"hir_cla": "grpo", "hir_paper_rpp": "reinforce_pp", "rl_cr_rpp": "reinforce_pp"},

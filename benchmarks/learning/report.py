@@ -237,6 +237,14 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}"
 
 
+def method_estimators(runs: list[dict[str, Any]], bench: dict[str, Any]) -> dict[str, str]:
+    """Each run's method -> its advantage estimator: the method's own (the paper family's Reinforce++), else the
+    benchmark's ``extra`` override (a JSON string of HiRConfig settings, as BenchConfig holds it), else ``grpo``."""
+    extra = bench.get("extra") or {}
+    default = (json.loads(extra) if isinstance(extra, str) else extra).get("advantage_estimator", "grpo")
+    return {r["method"]: r["overrides"].get("advantage_estimator", default) for r in runs}
+
+
 def _estimators(estimators: dict[str, str], order: list[str]) -> str:
     """``"`grpo` estimator"`` when every method shares one, else each estimator with the methods using it."""
     used = {}
@@ -341,9 +349,7 @@ def write_report(runs: list[dict[str, Any]], meta: dict[str, Any], bench, task, 
     out.mkdir(parents=True, exist_ok=True)
     summary = summarize(runs, bench_d)
     summary["families"] = list(meta.get("families") or FAMILIES)
-    # each method's advantage estimator: the paper family's own (Reinforce++), else the one every method shares
-    default_estimator = (bench_d.get("extra") or {}).get("advantage_estimator", "grpo")
-    summary["estimators"] = {r["method"]: r["overrides"].get("advantage_estimator", default_estimator) for r in runs}
+    summary["estimators"] = method_estimators(runs, bench_d)
     files = _plots(summary, runs, out)
     summary.update(bench=bench_d, task=task_d, timing=timing, description=meta.get("description"),
                    sft_model={k: meta[k] for k in ("key", "parameters", "vocab_size", "sft", "eval_sft_model")})
