@@ -21,7 +21,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -120,11 +119,7 @@ def _markdown(out: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--preregistration", type=Path, default=PREREGISTRATION)
-    parser.add_argument("--decisive", type=Path, default=DECISIVE, help="the pre-registration of the comparators")
-    parser.add_argument("--bootstrap-reps", type=int, default=10_000)
-    ns = parser.parse_args(argv)
+    ns = one_round.round_parser(__doc__, PREREGISTRATION, DECISIVE).parse_args(argv)
     spec, results_dir, ended, any_failure, rl_cr = one_round.round_records(ns.preregistration, ns.decisive, "paper")
     if not ended:
         raise SystemExit(f"no {spec['arm']} record in {results_dir / 'runs'} yet: run the pre-registered command "

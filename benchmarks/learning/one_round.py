@@ -181,6 +181,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     write_decision(check(pad, resample, spec["seeds"]), ns.preregistration, pad, results_dir, _markdown)
 
 
+def round_parser(doc: str, preregistration: Path, decisive: Path) -> argparse.ArgumentParser:
+    """The command line of a round's report: ``--preregistration``, ``--decisive`` (the comparators'
+    pre-registration) and ``--bootstrap-reps``, with these defaults."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preregistration", type=Path, default=preregistration)
+    parser.add_argument("--decisive", type=Path, default=decisive, help="the pre-registration of the comparators")
+    parser.add_argument("--bootstrap-reps", type=int, default=10_000)
+    return parser
+
+
 def round_records(preregistration: Path, decisive: Path, family: str
                   ) -> tuple[dict[str, Any], Path, list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """A round's pre-registration and records: ``(spec, results_dir, variant, hir, rl_cr)``: the round's own runs of

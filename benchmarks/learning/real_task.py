@@ -510,8 +510,7 @@ def pilot_steps(rows_path: Path, model_dir: Path = MODEL_DIR, *, method: str = "
             gradient_accumulation_steps=1, num_generations=generations, num_replays=replays,
             learning_rate=learning_rate, lr_scheduler_type="constant", max_completion_length=max_completion_length,
             temperature=1.0, beta=0.0, use_cpu=True, bf16=False, gradient_checkpointing=gradient_checkpointing,
-            logging_steps=1,
-            save_strategy="no", report_to="none", disable_tqdm=True, log_completions=False, judge_model="",
+            logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True, log_completions=False, judge_model="",
             dataloader_num_workers=0)
         trainer = HiRTrainer(model=str(model_dir), args=args, train_dataset=dataset, peft_config=peft_config)
         trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)

@@ -295,6 +295,12 @@ def run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_p
     out_path.write_text(json.dumps(record))
 
 
+def _git(*args: str) -> str:
+    """``git -C REPO_ROOT ARGS``' output, stripped. Raises: subprocess.CalledProcessError: git failed."""
+    return subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
 def preregistration_of(bench: BenchConfig) -> dict[str, str] | None:
     """``{"path", "commit"}`` of the run's pre-registration: the last commit that changed the file.
 
@@ -308,12 +314,8 @@ def preregistration_of(bench: BenchConfig) -> dict[str, str] | None:
     if not path.is_file():
         raise RuntimeError(f"pre-registration {bench.preregistration} does not exist")
 
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True,
-                              check=True).stdout.strip()
-
-    commit = git("log", "-1", "--format=%H", "--", bench.preregistration)
-    if not commit or git("status", "--porcelain", "--", bench.preregistration):
+    commit = _git("log", "-1", "--format=%H", "--", bench.preregistration)
+    if not commit or _git("status", "--porcelain", "--", bench.preregistration):
         raise RuntimeError(f"pre-registration {bench.preregistration} is not committed as it is: commit it before "
                            "any of its runs start")
     return {"path": bench.preregistration, "commit": commit}
@@ -339,17 +341,15 @@ def machine_info() -> dict[str, Any]:
         processor = names[0] if names else processor
     except OSError:
         pass
-
-    def git(*args: str) -> str | None:
-        proc = subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True)
-        return proc.stdout.strip() if proc.returncode == 0 else None
-
-    status = git("status", "--porcelain", "--untracked-files=no")
+    try:
+        commit, status = _git("rev-parse", "HEAD"), _git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.CalledProcessError):  # not a git checkout: the record says so with None
+        commit = status = None
     return {"processor": processor, "cores": os.cpu_count(), "torch": torch.__version__,
             "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "cuda_device": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
             "numerics_env": {k: os.environ[k] for k in NUMERICS_ENV if k in os.environ},
-            "code_commit": git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None}
+            "code_commit": commit, "dirty": bool(status) if status is not None else None}
 
 
 def final_model_dir(task_dir: Path, method: str, seed: int) -> Path:
