@@ -38,11 +38,7 @@ MECHANISM = (("truncated_fraction", 100.0), ("mean_completion_tokens", 1.0))
 
 def rule(ci95_low: float, ci95_high: float) -> str:
     """The pre-registered primary rule on the 95% interval of ended-only minus any failure, in points."""
-    if ci95_low > 0:
-        return HELPS
-    if ci95_high < 0:
-        return HURTS
-    return UNCHANGED
+    return one_round.sign_rule(ci95_low, ci95_high, HELPS, HURTS, UNCHANGED)
 
 
 def truncation(ended: Sequence[dict[str, Any]], any_failure: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -30,13 +30,19 @@ BASELINE_RUNS = REPO_ROOT / "benchmarks" / "results-decisive" / "synthetic" / "r
 WORSE, BETTER, UNCHANGED = "pad learns worse", "pad learns better", "unchanged within the noise"
 
 
+def sign_rule(ci95_low: float, ci95_high: float, better: str, worse: str, unchanged: str) -> str:
+    """A round's primary rule on the 95% interval of variant minus baseline (points): ``better`` if its lower bound
+    is above 0, ``worse`` if its upper bound is below 0, else ``unchanged``."""
+    if ci95_low > 0:
+        return better
+    if ci95_high < 0:
+        return worse
+    return unchanged
+
+
 def rule(ci95_low: float, ci95_high: float) -> str:
     """The pre-registered rule on the 95% interval of pad minus resample, in points."""
-    if ci95_high < 0:
-        return WORSE
-    if ci95_low > 0:
-        return BETTER
-    return UNCHANGED
+    return sign_rule(ci95_low, ci95_high, BETTER, WORSE, UNCHANGED)
 
 
 def _per_step(records: Sequence[dict[str, Any]], key: str) -> float:

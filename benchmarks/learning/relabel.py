@@ -37,11 +37,7 @@ FOCUS_KIND = "length_constraints:number_words (less than)"
 
 def rule(ci95_low: float, ci95_high: float) -> str:
     """The pre-registered primary rule on the 95% interval of "achieved" minus "drop", in points."""
-    if ci95_low > 0:
-        return HELPS
-    if ci95_high < 0:
-        return HURTS
-    return UNCHANGED
+    return one_round.sign_rule(ci95_low, ci95_high, HELPS, HURTS, UNCHANGED)
 
 
 def check(achieved: Sequence[dict[str, Any]], drop: Sequence[dict[str, Any]], rl_cr: Sequence[dict[str, Any]],
