@@ -186,6 +186,63 @@ def test_decide_all_marks_pairs_without_runs(tmp_path, monkeypatch):
     assert not interim["complete"] and interim["decision"].startswith("interim (2 of 3 seeds): ")
 
 
+def test_reestimation_seeds_join_the_decision_after_the_registered_ones(tmp_path, monkeypatch):
+    from benchmarks.learning import decisive, run as run_module
+
+    spec = {"experiment": "x", "task": "synthetic", "path": "benchmarks/preregistered/x.yaml",
+            "bench": {"eval_prompts": 2, "eval_samples": 2}, "results_dir": str(tmp_path / "res"),
+            "reestimation": {"target_half_width": 1.5, "max_seeds_per_arm": 4},
+            "families": {"trl": {"arms": {"hir": "hir_cla", "rl_cr": "rl_cr", "rl_ir": "rl_ir"}, "seeds": [0, 1]}}}
+    assert decisive.reestimation_seeds(spec, "trl") == [2, 3]
+    runs_dir = tmp_path / "res" / "runs"
+    runs_dir.mkdir(parents=True)
+    monkeypatch.setattr(decisive, "REPO_ROOT", Path("/"))
+    launched = []
+    monkeypatch.setattr(run_module, "run_all", lambda bench, *a, **k: launched.append((bench.methods, bench.seeds)))
+
+    def write(method, seed, passed):
+        record = _record(method, seed, passed, ["p0", "p1"], 2)
+        record["preregistration"] = {"path": spec["path"], "commit": "c" * 40}
+        (runs_dir / f"{method}-seed{seed}.json").write_text(json.dumps(record))
+
+    with pytest.raises(ValueError, match=r"seeds \[4\] are neither pre-registered nor re-estimation"):
+        decisive.run(spec, "trl", roles=["hir", "rl_cr"], seeds=[4])
+    with pytest.raises(ValueError, match=r"once every pre-registered seed is in.*\('hir', 1\)"):
+        write("hir_cla", 0, ["11", "11", "10", "00"])
+        write("rl_cr", 0, ["11", "10", "00", "00"])
+        write("rl_cr", 1, ["11", "10", "00", "00"])
+        decisive.run(spec, "trl", roles=["hir", "rl_cr"], seeds=[2])
+    assert not launched
+    # a re-estimation record before the registered seeds are all in does not count yet
+    write("hir_cla", 2, ["11", "11", "11", "11"])
+    write("rl_cr", 2, ["00", "00", "00", "00"])
+    early = decisive.decide_all([spec], bootstrap_reps=200)[0]
+    assert early["seeds"] == [0] and not early["complete"] and "reestimation" not in early
+    write("hir_cla", 1, ["11", "11", "11", "00"])
+    decisive.run(spec, "trl", roles=["hir", "rl_cr"], seeds=[2, 3])
+    assert launched == [(("hir_cla", "rl_cr"), (2, 3))]
+    cr = decisive.decide_all([spec], bootstrap_reps=200)[0]
+    # seeds 0 and 1 (+25, +50 points) are registered; seed 2 (+100) joins the decision
+    assert cr["seeds"] == [0, 1, 2] and cr["complete"] and cr["mean_diff_points"] == pytest.approx(175 / 3)
+    assert cr["decision"] in (paired.HIR_AHEAD, paired.NO_USEFUL_GAIN, paired.UNDECIDED)
+    re = cr["reestimation"]
+    assert re["seeds_added"] == [2] and re["max_seeds_per_arm"] == 4
+    assert re["sd_registered_points"] == pytest.approx(paired.t_interval([25.0, 50.0])["sd"])
+    assert re["seeds_needed"] == paired.seeds_for_half_width(re["sd_registered_points"], 1.5)
+    assert "2 of 2 + 1 re-estimation" in decisive._markdown([cr])
+
+
+def test_the_synthetic_preregistration_reestimates_up_to_20_seeds_per_arm():
+    from benchmarks.learning import decisive
+
+    spec = decisive.load_preregistration(decisive.PREREGISTERED / "decisive-synthetic.yaml")
+    assert "at most 20" in spec["power"] and "seeds 12, 13, ... (6, 7, ... for the" in spec["power"]
+    assert decisive.reestimation_seeds(spec, "trl") == list(range(12, 20))
+    assert decisive.reestimation_seeds(spec, "paper") == list(range(6, 20))
+    smollm2 = decisive.load_preregistration(decisive.PREREGISTERED / "decisive-smollm2.yaml")
+    assert decisive.reestimation_seeds(smollm2, "trl") == []
+
+
 def test_one_round_rule_and_check_pair_pad_with_resample_by_seed():
     from benchmarks.learning import one_round
 

@@ -13,6 +13,8 @@ Usage (from the repository root)::
     python -m benchmarks.learning.decisive run benchmarks/preregistered/decisive-synthetic.yaml --family trl
     python -m benchmarks.learning.decisive run benchmarks/preregistered/decisive-synthetic.yaml --family trl \\
         --arms hir,rl_cr --seeds 0,1                      # a subset, in the pre-registered settings
+    python -m benchmarks.learning.decisive run benchmarks/preregistered/decisive-synthetic.yaml --family trl \\
+        --seeds 12,13                                     # re-estimation seeds, once the registered ones are in
     python -m benchmarks.learning.decisive decide         # decision.json and decision.md from every record so far
     python -m benchmarks.learning.decisive constraints    # constraints.json / .md: each pair per constraint kind
 """
@@ -39,6 +41,12 @@ DECISION_DIR = REPO_ROOT / "benchmarks" / "results-decisive"
 PAIRS = (("hir", "rl_cr"), ("hir", "rl_ir"))
 #: The name of each family's HiR arm in decision.json.
 HIR_ARM_NAMES = {"trl": "hir_default", "paper": "hir_paper"}
+#: Sample-size re-estimation clauses written in a pre-registration's prose before the ``reestimation`` key existed,
+#: by experiment. decisive-synthetic.yaml (`power:`): "when a family's pre-registered seeds are all in and the
+#: observed sd of a pair's differences gives an expected half-width above 1.5, seeds 12, 13, ... (6, 7, ... for the
+#: paper family) are added until benchmarks.learning.paired.seeds_for_half_width(observed sd, 1.5) is reached, at
+#: most 20 seeds per arm, as the budget allows; the decision is taken on every seed run".
+PROSE_REESTIMATION = {"decisive-synthetic": {"target_half_width": 1.5, "max_seeds_per_arm": 20}}
 
 
 def load_preregistration(path: str | Path) -> dict[str, Any]:
@@ -63,6 +71,12 @@ def load_preregistration(path: str | Path) -> dict[str, Any]:
                 raise ValueError(f"{path}: family {family!r}, arm {role!r}: unknown method {method!r}")
         if not entry.get("seeds"):
             raise ValueError(f"{path}: family {family!r} has no seeds")
+    reestimation = spec.get("reestimation") or PROSE_REESTIMATION.get(spec["experiment"])
+    if reestimation is not None:
+        missing = {"target_half_width", "max_seeds_per_arm"} - set(reestimation)
+        if missing:
+            raise ValueError(f"{path}: reestimation: missing {sorted(missing)}")
+        spec["reestimation"] = dict(reestimation)
     spec["path"] = str(path.relative_to(REPO_ROOT))
     return spec
 
@@ -98,13 +112,26 @@ def registered_seeds(entry: dict[str, Any], role: str) -> list[int]:
     return list((entry.get("arm_seeds") or {}).get(role, entry["seeds"]))
 
 
+def reestimation_seeds(spec: dict[str, Any], family: str) -> list[int]:
+    """The seeds a pre-registration's sample-size re-estimation may add to ``family``: the family's seeds continued
+    (``max(seeds) + 1, ...``) up to ``max_seeds_per_arm`` seeds in all; none without a ``reestimation`` clause."""
+    clause = spec.get("reestimation")
+    if not clause:
+        return []
+    seeds = spec["families"][family]["seeds"]
+    return list(range(max(seeds) + 1, max(seeds) + 1 + clause["max_seeds_per_arm"] - len(seeds)))
+
+
 def run(spec: dict[str, Any], family: str, roles: Sequence[str] | None = None, seeds: Sequence[int] | None = None,
         cache_root: Path | None = None, **scheduling: Any) -> None:
     """Run (or resume) the pre-registered runs of ``family``: ``roles`` (default all arms) x ``seeds`` (default
-    the pre-registered ones, which a subset must come from).
+    the pre-registered ones). A seed must be pre-registered for every arm asked for, or be one of the family's
+    re-estimation seeds (`reestimation_seeds`), which run only once every pre-registered seed of those arms has
+    its record.
 
     Raises:
-        ValueError: a seed that is not pre-registered for one of the arms.
+        ValueError: a seed that is neither pre-registered nor a re-estimation seed, or re-estimation seeds asked
+            for before the pre-registered runs are all in.
     """
     from benchmarks.learning.run import run_all
 
@@ -112,9 +139,17 @@ def run(spec: dict[str, Any], family: str, roles: Sequence[str] | None = None, s
     roles = list(roles or entry["arms"])
     registered = sorted(set.intersection(*(set(registered_seeds(entry, role)) for role in roles)))
     seeds = list(seeds) if seeds is not None else registered
-    if set(seeds) - set(registered):
-        raise ValueError(f"seeds {sorted(set(seeds) - set(registered))} are not pre-registered for {family!r} "
-                         f"arms {roles}")
+    extra = sorted(set(seeds) - set(registered))
+    if set(extra) - set(reestimation_seeds(spec, family)):
+        raise ValueError(f"seeds {sorted(set(extra) - set(reestimation_seeds(spec, family)))} are neither "
+                         f"pre-registered nor re-estimation seeds for {family!r} arms {roles}")
+    if extra:
+        runs = paired.load_runs(REPO_ROOT / spec["results_dir"] / "runs")
+        missing = [(role, seed) for role in roles for seed in registered_seeds(entry, role)
+                   if seed not in {r["seed"] for r in _records_of(runs, entry["arms"][role], spec["path"], [seed])}]
+        if missing:
+            raise ValueError(f"re-estimation seeds {extra} run only once every pre-registered seed is in; missing "
+                             f"(arm, seed): {missing}")
     methods = [entry["arms"][role] for role in roles]
     bench = bench_config(spec, methods, seeds, **scheduling)
     kwargs = {"cache_root": cache_root} if cache_root else {}
@@ -129,19 +164,35 @@ def _records_of(runs: dict[str, list[dict[str, Any]]], method: str, path: str, s
             if (r.get("preregistration") or {}).get("path") == path and r["seed"] in seeds]
 
 
-def _pair_records(spec: dict[str, Any], runs: dict[str, list[dict[str, Any]]], entry: dict[str, Any],
-                  hir_role: str, base_role: str) -> tuple[list[int], list[dict[str, Any]], list[dict[str, Any]]]:
-    """(the seeds registered for both arms, the HiR arm's records, the baseline's) of one pair of a family."""
+def _pair_records(spec: dict[str, Any], runs: dict[str, list[dict[str, Any]]], family: str, hir_role: str,
+                  base_role: str) -> tuple[list[int], list[int], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the seeds registered for both arms, the family's re-estimation seeds, the HiR arm's records, the
+    baseline's) of one pair of a family."""
+    entry = spec["families"][family]
     registered = sorted(set(registered_seeds(entry, hir_role)) & set(registered_seeds(entry, base_role)))
-    return (registered, _records_of(runs, entry["arms"][hir_role], spec["path"], registered),
-            _records_of(runs, entry["arms"][base_role], spec["path"], registered))
+    allowed = registered + reestimation_seeds(spec, family)
+    return (registered, reestimation_seeds(spec, family),
+            _records_of(runs, entry["arms"][hir_role], spec["path"], allowed),
+            _records_of(runs, entry["arms"][base_role], spec["path"], allowed))
+
+
+def reestimation(spec: dict[str, Any], registered_diffs: Sequence[float], added: Sequence[int]) -> dict[str, Any]:
+    """The re-estimation of one pair, blinded to the mean: the sd of its differences on the pre-registered seeds,
+    the seeds `paired.seeds_for_half_width` asks for at the clause's target half-width, the cap, and the
+    re-estimation seeds in the decision."""
+    clause = spec["reestimation"]
+    sd = paired.t_interval(registered_diffs)["sd"]
+    return {"sd_registered_points": sd, "target_half_width": clause["target_half_width"],
+            "seeds_needed": paired.seeds_for_half_width(sd, clause["target_half_width"]),
+            "max_seeds_per_arm": clause["max_seeds_per_arm"], "seeds_added": list(added)}
 
 
 def decide_all(specs: Sequence[dict[str, Any]], bootstrap_reps: int = 10_000) -> list[dict[str, Any]]:
     """One decision object per (task, family, pair) of every pre-registration, from the records found so far.
 
     A pair with no common seed gets ``decision: "not run"``, with one ``"too few seeds"`` (no interval);
-    ``complete`` says whether every pre-registered seed is in.
+    ``complete`` says whether every pre-registered seed is in. Once it is, the rule is applied to every seed run,
+    re-estimation seeds included (``reestimation`` says which, and why they were needed).
     """
     out = []
     for spec in specs:
@@ -149,13 +200,15 @@ def decide_all(specs: Sequence[dict[str, Any]], bootstrap_reps: int = 10_000) ->
         for family, entry in spec["families"].items():
             for hir_role, base_role in PAIRS:
                 hir_method, base_method = entry["arms"][hir_role], entry["arms"][base_role]
-                registered, hir_runs, base_runs = _pair_records(spec, runs, entry, hir_role, base_role)
+                registered, extra, hir_runs, base_runs = _pair_records(spec, runs, family, hir_role, base_role)
                 common = sorted({r["seed"] for r in hir_runs} & {r["seed"] for r in base_runs})
+                if not set(registered) <= set(common):  # re-estimation seeds count only after the registered ones
+                    common = [s for s in common if s in registered]
                 commits = sorted({r["preregistration"]["commit"] for r in hir_runs + base_runs})
                 item: dict[str, Any] = {
                     "task": spec["task"], "family": family, "hir_arm": HIR_ARM_NAMES.get(family, hir_role),
                     "baseline_arm": base_role, "methods": {"hir": hir_method, "baseline": base_method},
-                    "seeds": common, "seeds_preregistered": registered, "complete": common == sorted(registered),
+                    "seeds": common, "seeds_preregistered": registered, "complete": set(registered) <= set(common),
                     "eval_completions": spec["bench"]["eval_prompts"] * spec["bench"]["eval_samples"],
                     "preregistration": {"path": spec["path"], "commit": commits[0] if len(commits) == 1 else commits},
                 }
@@ -180,8 +233,20 @@ def decide_all(specs: Sequence[dict[str, Any]], bootstrap_reps: int = 10_000) ->
                     tokens_to_reach_baseline_final=paired.tokens_to_match(
                         [r for r in hir_runs if r["seed"] in common], [r for r in base_runs if r["seed"] in common]),
                 )
+                if spec.get("reestimation") and item["complete"]:
+                    item["reestimation"] = reestimation(
+                        spec, [d for s, d in zip(result["seeds"], result["diffs"]) if s in registered],
+                        [s for s in common if s in extra])
                 out.append(item)
     return out
+
+
+def _seeds_text(d: dict[str, Any]) -> str:
+    """"n of N" pre-registered seeds, plus the re-estimation seeds in the decision."""
+    registered = [s for s in d["seeds"] if s in d["seeds_preregistered"]]
+    text = f"{len(registered)} of {len(d['seeds_preregistered'])}"
+    added = (d.get("reestimation") or {}).get("seeds_added")
+    return f"{text} + {len(added)} re-estimation" if added else text
 
 
 def _markdown(decisions: Sequence[dict[str, Any]]) -> str:
@@ -195,7 +260,7 @@ def _markdown(decisions: Sequence[dict[str, Any]]) -> str:
     for d in decisions:
         if d["mean_diff_points"] is None:
             lines.append(f"| {d['task']} | {d['family']} | {d['hir_arm']} | {d['baseline_arm']} | "
-                         f"{len(d['seeds'])} of {len(d['seeds_preregistered'])} | {d['eval_completions']} | - | - | - "
+                         f"{_seeds_text(d)} | {d['eval_completions']} | - | - | - "
                          f"| {d['decision']} | - | - |")
             continue
         boot = d.get("bootstrap_seeds_prompts") or {}
@@ -203,10 +268,21 @@ def _markdown(decisions: Sequence[dict[str, Any]]) -> str:
         auc = d["auc_ila_vs_tokens_diff"]
         ratio = d["tokens_to_reach_baseline_final"]["ratio"]
         lines.append(f"| {d['task']} | {d['family']} | {d['hir_arm']} | {d['baseline_arm']} | "
-                     f"{len(d['seeds'])} of {len(d['seeds_preregistered'])} | {d['eval_completions']} | "
+                     f"{_seeds_text(d)} | {d['eval_completions']} | "
                      f"{d['mean_diff_points']:+.2f} | [{d['ci95_low']:+.2f}, {d['ci95_high']:+.2f}] | {boot_text} | "
                      f"**{d['decision']}** | {auc['mean']:+.2f} [{auc['ci95_low']:+.2f}, {auc['ci95_high']:+.2f}] | "
                      f"{'not reached' if ratio is None else f'{ratio:.2f}'} |")
+    notes = [d for d in decisions if d.get("reestimation")]
+    if notes:
+        lines += ["", "Sample-size re-estimation (pre-registered, blinded to the mean: the sd of the paired differences "
+                  "on the pre-registered seeds sets the seeds needed for the target half-width, up to the cap):", "",
+                  "| task | family | HiR arm | baseline | sd (points) | target half-width | seeds needed | cap | "
+                  "re-estimation seeds in |", "|" + "---|" * 9]
+        for d in notes:
+            r = d["reestimation"]
+            lines.append(f"| {d['task']} | {d['family']} | {d['hir_arm']} | {d['baseline_arm']} | "
+                         f"{r['sd_registered_points']:.2f} | {r['target_half_width']} | {r['seeds_needed']} | "
+                         f"{r['max_seeds_per_arm']} | {', '.join(map(str, r['seeds_added'])) or 'none yet'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -307,7 +383,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     run_parser.add_argument("preregistration", type=Path)
     run_parser.add_argument("--family", required=True)
     run_parser.add_argument("--arms", default=None, help="comma-separated arm roles (hir, rl_cr, rl_ir)")
-    run_parser.add_argument("--seeds", default=None, help="comma-separated, from the pre-registered seeds")
+    run_parser.add_argument("--seeds", default=None,
+                            help="comma-separated, from the pre-registered seeds or the re-estimation seeds")
     run_parser.add_argument("--jobs", type=int, default=None)
     run_parser.add_argument("--threads", type=int, default=None)
     run_parser.add_argument("--cache-dir", type=Path, default=None)
