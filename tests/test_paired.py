@@ -230,6 +230,11 @@ def test_reestimation_seeds_join_the_decision_after_the_registered_ones(tmp_path
     assert re["sd_registered_points"] == pytest.approx(paired.t_interval([25.0, 50.0])["sd"])
     assert re["seeds_needed"] == paired.seeds_for_half_width(re["sd_registered_points"], 1.5)
     assert "2 of 2 + 1 re-estimation" in decisive._markdown([cr])
+    # the per-constraint report pairs the same seeds as the decision
+    monkeypatch.setattr(decisive, "held_out_kinds", lambda spec: {"p0": ["a", "b"], "p1": ["a", "b"]})
+    report = decisive.constraints_all([spec])[0]
+    assert report["kinds"]["a"]["seeds"] == [0, 1, 2]
+    assert report["kinds"]["b"]["diffs"][2] == pytest.approx(100.0)
 
 
 def test_the_synthetic_preregistration_reestimates_up_to_20_seeds_per_arm():

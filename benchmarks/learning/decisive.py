@@ -167,13 +167,16 @@ def _records_of(runs: dict[str, list[dict[str, Any]]], method: str, path: str, s
 def _pair_records(spec: dict[str, Any], runs: dict[str, list[dict[str, Any]]], family: str, hir_role: str,
                   base_role: str) -> tuple[list[int], list[int], list[dict[str, Any]], list[dict[str, Any]]]:
     """(the seeds registered for both arms, the family's re-estimation seeds, the HiR arm's records, the
-    baseline's) of one pair of a family."""
+    baseline's) of one pair of a family. Re-estimation seeds' records count only once both arms have every
+    registered seed."""
     entry = spec["families"][family]
     registered = sorted(set(registered_seeds(entry, hir_role)) & set(registered_seeds(entry, base_role)))
-    allowed = registered + reestimation_seeds(spec, family)
-    return (registered, reestimation_seeds(spec, family),
-            _records_of(runs, entry["arms"][hir_role], spec["path"], allowed),
-            _records_of(runs, entry["arms"][base_role], spec["path"], allowed))
+    extra = reestimation_seeds(spec, family)
+    hir_runs, base_runs = (_records_of(runs, entry["arms"][role], spec["path"], registered + extra)
+                           for role in (hir_role, base_role))
+    if not set(registered) <= {r["seed"] for r in hir_runs} & {r["seed"] for r in base_runs}:
+        hir_runs, base_runs = ([r for r in rs if r["seed"] in registered] for rs in (hir_runs, base_runs))
+    return registered, extra, hir_runs, base_runs
 
 
 def reestimation(spec: dict[str, Any], registered_diffs: Sequence[float], added: Sequence[int]) -> dict[str, Any]:
@@ -202,8 +205,6 @@ def decide_all(specs: Sequence[dict[str, Any]], bootstrap_reps: int = 10_000) ->
                 hir_method, base_method = entry["arms"][hir_role], entry["arms"][base_role]
                 registered, extra, hir_runs, base_runs = _pair_records(spec, runs, family, hir_role, base_role)
                 common = sorted({r["seed"] for r in hir_runs} & {r["seed"] for r in base_runs})
-                if not set(registered) <= set(common):  # re-estimation seeds count only after the registered ones
-                    common = [s for s in common if s in registered]
                 commits = sorted({r["preregistration"]["commit"] for r in hir_runs + base_runs})
                 item: dict[str, Any] = {
                     "task": spec["task"], "family": family, "hir_arm": HIR_ARM_NAMES.get(family, hir_role),
@@ -325,7 +326,7 @@ def constraints_all(specs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         runs = paired.load_runs(REPO_ROOT / spec["results_dir"] / "runs")
         for family, entry in spec["families"].items():
             for hir_role, base_role in PAIRS:
-                _, hir_runs, base_runs = _pair_records(spec, runs, entry, hir_role, base_role)
+                _, _, hir_runs, base_runs = _pair_records(spec, runs, family, hir_role, base_role)
                 if len({r["seed"] for r in hir_runs} & {r["seed"] for r in base_runs}) < 2:
                     continue
                 out.append({"task": spec["task"], "family": family, "hir_arm": HIR_ARM_NAMES.get(family, hir_role),
