@@ -456,3 +456,14 @@ def test_replay_audit_reports_what_the_selected_replays_drop():
     cut = audit(kinds, verdicts, diversity=[0.5, 0.9, 0.1, 2.0], ended=[True, False, True, True], words=words, m=4,
                 k=1, lam=2.0)
     assert cut["dropped"] == {"comma": 1.0}
+
+
+def test_decisive_run_names_a_refused_seed_in_one_line(capsys):
+    from benchmarks.learning import decisive
+
+    path = str(decisive.PREREGISTERED / "decisive-synthetic.yaml")
+    with pytest.raises(SystemExit) as exit_info:
+        decisive.main(["run", path, "--family", "trl", "--seeds", "25"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "seeds [25] are neither pre-registered nor re-estimation seeds" in err and "Traceback" not in err

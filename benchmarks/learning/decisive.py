@@ -140,13 +140,17 @@ def run(spec: dict[str, Any], family: str, roles: Sequence[str] | None = None, s
     registered = sorted(set.intersection(*(set(registered_seeds(entry, role)) for role in roles)))
     seeds = list(seeds) if seeds is not None else registered
     extra = sorted(set(seeds) - set(registered))
-    if set(extra) - set(reestimation_seeds(spec, family)):
-        raise ValueError(f"seeds {sorted(set(extra) - set(reestimation_seeds(spec, family)))} are neither "
-                         f"pre-registered nor re-estimation seeds for {family!r} arms {roles}")
+    unknown = sorted(set(extra) - set(reestimation_seeds(spec, family)))
+    if unknown:
+        raise ValueError(f"seeds {unknown} are neither pre-registered nor re-estimation seeds for {family!r} "
+                         f"arms {roles}")
     if extra:
         runs = paired.load_runs(REPO_ROOT / spec["results_dir"] / "runs")
-        missing = [(role, seed) for role in roles for seed in registered_seeds(entry, role)
-                   if seed not in {r["seed"] for r in _records_of(runs, entry["arms"][role], spec["path"], [seed])}]
+        missing = []
+        for role in roles:
+            own = registered_seeds(entry, role)
+            found = {r["seed"] for r in _records_of(runs, entry["arms"][role], spec["path"], own)}
+            missing += [(role, seed) for seed in own if seed not in found]
         if missing:
             raise ValueError(f"re-estimation seeds {extra} run only once every pre-registered seed is in; missing "
                              f"(arm, seed): {missing}")
@@ -402,9 +406,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         if ns.family not in spec["families"]:
             parser.error(f"family {ns.family!r} is not in {ns.preregistration} ({sorted(spec['families'])})")
         scheduling = {k: v for k, v in (("jobs", ns.jobs), ("threads", ns.threads)) if v is not None}
-        run(spec, ns.family, roles=ns.arms.split(",") if ns.arms else None,
-            seeds=[int(s) for s in ns.seeds.split(",")] if ns.seeds else None, cache_root=ns.cache_dir,
-            **scheduling)
+        try:
+            run(spec, ns.family, roles=ns.arms.split(",") if ns.arms else None,
+                seeds=[int(s) for s in ns.seeds.split(",")] if ns.seeds else None, cache_root=ns.cache_dir,
+                **scheduling)
+        except ValueError as error:  # a seed or arm the pre-registration does not allow: one line, no traceback
+            parser.error(str(error))
         return
     paths = ns.preregistrations or sorted(PREREGISTERED.glob("decisive-*.yaml"))
     if ns.command == "constraints":
