@@ -22,7 +22,7 @@ from benchmarks.learning.real_task import (
 )
 from hir_trl.verifiers import FAMILIES
 
-from .conftest import shared_file
+from .conftest import SAMPLE_DATA, shared_file
 
 TASKS = [f"Describe the history of the {w} in a few sentences." for w in
          ("bridge", "castle", "harbor", "market", "museum", "river", "school", "garden", "forest", "island", "valley",
@@ -223,3 +223,28 @@ def test_rows_command_writes_the_preregistered_training_rows(tmp_path, capsys):
     expected = build_rows(task_config(load_preregistration(prereg)))["rl"]
     assert written == expected and len(written) == task_config(load_preregistration(prereg)).num_rl_prompts
     assert json.loads(capsys.readouterr().out) == {"rows": len(written), "out": str(out)}
+
+
+def test_pilot_command_times_steps_of_a_given_model(tiny_model_path, tmp_path):
+    """`real_task pilot --rows --model` trains the given model on the given rows and reports each step's cost."""
+    from benchmarks.learning import real_task
+
+    out = tmp_path / "pilot.json"
+    assert real_task.main(["pilot", "--rows", str(SAMPLE_DATA), "--model", str(tiny_model_path), "--steps", "1",
+                           "--max-completion-length", "8", "--lora", "--output", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["device"] == "cpu" and result["cuda_device"] is None and result["lora"] is True
+    assert [s["step"] for s in result["steps"]] == [1]
+    assert 0 < result["steps"][0]["generation"] < result["steps"][0]["step_seconds"]
+    from transformers import AutoModelForCausalLM
+
+    total = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(tiny_model_path).parameters())
+    assert 0 < result["trainable_parameters"] < total  # LoRA: only the adapter trains
+
+
+def test_pilot_model_needs_rows(capsys):
+    from benchmarks.learning import real_task
+
+    with pytest.raises(SystemExit) as exc:
+        real_task.main(["pilot", "--model", "somewhere"])
+    assert exc.value.code == 2 and "--model needs --rows" in capsys.readouterr().err

@@ -423,8 +423,10 @@ def measure_base_rates(model_dir: Path, rows: Sequence[dict[str, Any]], cfg: Rea
 
 
 def measure_training_pool(cfg: RealTaskConfig, rows: int, samples: int, max_new_tokens: int, seed: int = 4321,
-                          batch_size: int = 32, log=print) -> dict[str, Any]:
+                          batch_size: int = 32, device: str = "cpu", log=print) -> dict[str, Any]:
     """The base model on the first ``rows`` training rows of ``cfg`` (a pilot: it measures the base model only).
+
+    ``device``: where the model generates (``"cpu"``, float32, or ``"cuda"``, float32 weights on the GPU).
 
     Returns:
         `score_responses` of ``samples`` completions per row (temperature ``cfg.temperature``, up to
@@ -441,7 +443,7 @@ def measure_training_pool(cfg: RealTaskConfig, rows: int, samples: int, max_new_
         ensure_smollm2_model(model_dir)
     pool = build_rows(cfg)["rl"][:rows]
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to(device)
     start, cpu_start = time.perf_counter(), time.process_time()
     scores, responses = evaluate_held_out(model, tokenizer, pool, samples=samples, temperature=cfg.temperature,
                                           max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size)
@@ -463,7 +465,7 @@ def measure_training_pool(cfg: RealTaskConfig, rows: int, samples: int, max_new_
                   completions=completions,
                   length_percentiles={"p50": pct(0.5), "p75": pct(0.75), "p90": pct(0.9), "max": lengths[-1]},
                   seconds=time.perf_counter() - start, cpu_seconds=time.process_time() - cpu_start,
-                  examples=responses[:3])
+                  device=device, batch_size=batch_size, examples=responses[:3])
     log(f"  base model on {len(pool)} training rows x {samples}: ILA {scores['ila']:.3f} CLA {scores['cla']:.3f}, "
         f"truncated {scores['truncated_fraction']:.3f} ({scores['seconds']:.0f}s)")
     return scores
@@ -475,26 +477,30 @@ def measure_training_pool(cfg: RealTaskConfig, rows: int, samples: int, max_new_
 def pilot_steps(rows_path: Path, model_dir: Path = MODEL_DIR, *, method: str = "hir", lora: bool = False,
                 steps: int = 3, prompts_per_step: int = 2, m: int = 6, k: int = 2, max_completion_length: int = 64,
                 learning_rate: float = 1e-5, lora_rank: int = 16, seed: int = 0,
-                gradient_checkpointing: bool = False) -> dict[str, Any]:
+                gradient_checkpointing: bool = False, device: str = "cpu") -> dict[str, Any]:
     """Time ``steps`` training steps of `HiRTrainer` on the real model (a pilot: it measures cost, not learning).
 
     ``method="hir"`` samples m completions per prompt and adds k replays; ``"grpo"`` samples m + k with
     ``num_replays=0`` (RL-IR's cost). Temperature 1, ``beta=0``, one optimizer step per generation batch;
     activation checkpointing only with ``gradient_checkpointing`` (as the decisive real-task runs use it). With
     ``lora``, a peft LoRA adapter (rank ``lora_rank``, alpha 2 x rank, every linear layer) is trained instead of
-    every weight.
+    every weight. ``device="cuda"`` trains on the GPU in bf16 mixed precision (as ``benchmarks.learning.run
+    --device cuda`` does), with TRL's transformers generation.
 
     Returns:
-        ``{"method", "lora", "trainable_parameters", "steps": [per-step records of
+        ``{"method", "lora", "trainable_parameters", "device", "steps": [per-step records of
         `benchmarks.learning.profiling.StepProfiler`, plus ``process_cpu_seconds``], "setup_seconds"}``.
     """
     import tempfile
+
+    import torch
 
     from benchmarks.learning.profiling import StepProfiler
     from hir_trl import HiRConfig, HiRTrainer, load_hir_dataset
 
     if method not in ("hir", "grpo"):
         raise ValueError(f"method must be 'hir' or 'grpo', got {method!r}")
+    cuda = device.startswith("cuda")
     start = time.perf_counter()
     generations, replays = (m, k) if method == "hir" else (m + k, 0)
     dataset = load_hir_dataset(rows_path, max_rows=steps * prompts_per_step)
@@ -509,19 +515,20 @@ def pilot_steps(rows_path: Path, model_dir: Path = MODEL_DIR, *, method: str = "
             output_dir=tmp, seed=seed, max_steps=steps, per_device_train_batch_size=prompts_per_step * generations,
             gradient_accumulation_steps=1, num_generations=generations, num_replays=replays,
             learning_rate=learning_rate, lr_scheduler_type="constant", max_completion_length=max_completion_length,
-            temperature=1.0, beta=0.0, use_cpu=True, bf16=False, gradient_checkpointing=gradient_checkpointing,
+            temperature=1.0, beta=0.0, use_cpu=not cuda, bf16=cuda, gradient_checkpointing=gradient_checkpointing,
             logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True, log_completions=False, judge_model="",
             dataloader_num_workers=0)
         trainer = HiRTrainer(model=str(model_dir), args=args, train_dataset=dataset, peft_config=peft_config)
         trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
-        profiler = StepProfiler("cpu").attach(trainer)
+        profiler = StepProfiler(device).attach(trainer)
         cpu = _CpuTime()
         trainer.add_callback(cpu)
         setup = time.perf_counter() - start
         trainer.train()
     for record, cpu_seconds in zip(profiler.steps, cpu.seconds):
         record["process_cpu_seconds"] = cpu_seconds
-    return {"method": method, "lora": lora, "trainable_parameters": trainable, "setup_seconds": setup,
+    return {"method": method, "lora": lora, "trainable_parameters": trainable, "device": device,
+            "cuda_device": torch.cuda.get_device_name() if cuda else None, "setup_seconds": setup,
             "prompts_per_step": prompts_per_step, "rows_per_group": m + k,
             "max_completion_length": max_completion_length, "gradient_checkpointing": gradient_checkpointing,
             "steps": profiler.steps}
@@ -570,6 +577,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     base.add_argument("--rows", type=int, default=96)
     base.add_argument("--samples", type=int, default=2)
     base.add_argument("--max-new-tokens", type=int, default=128)
+    base.add_argument("--device", default="cpu", help="cpu or cuda")
     base.add_argument("--output", type=Path, default=None, help="write the JSON result here too")
     pilot = sub.add_parser("pilot", help="seconds per training step on the real model")
     pilot.add_argument("--method", choices=("hir", "grpo"), default="hir")
@@ -581,11 +589,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     pilot.add_argument("--task-json", default=None, help="RealTaskConfig overrides as JSON")
     pilot.add_argument("--rows", type=Path, default=None,
                        help="training rows to time on (default: the task's rl_prompts.jsonl, built if needed)")
+    pilot.add_argument("--model", type=Path, default=None,
+                       help="with --rows: the model to train (default: the converted SmolLM2-135M-Instruct)")
+    pilot.add_argument("--device", default="cpu", help="cpu or cuda (bf16 mixed precision)")
     pilot.add_argument("--output", type=Path, default=None, help="write the JSON result here too")
     rows = sub.add_parser("rows", help="write a pre-registration's training rows (rl_prompts.jsonl) without the model")
     rows.add_argument("--preregistration", type=Path, required=True, help="e.g. benchmarks/preregistered/decisive-smollm2.yaml")
     rows.add_argument("--out", type=Path, required=True)
     ns = parser.parse_args(argv)
+    if ns.command == "pilot" and ns.model is not None and ns.rows is None:
+        parser.error("--model needs --rows (without --rows the pilot trains the task's own model)")
     if ns.command == "rows":
         from benchmarks.learning.decisive import load_preregistration, task_config
 
@@ -604,7 +617,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "instruction_ids" in values:
             values["instruction_ids"] = tuple(values["instruction_ids"])
         result = measure_training_pool(RealTaskConfig(**values), ns.rows, ns.samples, ns.max_new_tokens,
-                                       log=lambda s: print(time.strftime("%H:%M:%S"), s, file=sys.stderr, flush=True))
+                                       device=ns.device, log=lambda s: print(time.strftime("%H:%M:%S"), s, file=sys.stderr, flush=True))
         result["torch_threads"] = torch.get_num_threads()
     elif ns.command == "ifeval":
         result = score_ifeval(ns.model, ns.output_dir, max_tokens=ns.max_tokens, temperature=ns.temperature,
@@ -612,10 +625,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif ns.command == "pilot" and ns.rows is not None:
         from hir_trl.models import ensure_smollm2_model
 
-        result = pilot_steps(ns.rows, ensure_smollm2_model(MODEL_DIR), method=ns.method, lora=ns.lora,
+        result = pilot_steps(ns.rows, ns.model or ensure_smollm2_model(MODEL_DIR), method=ns.method, lora=ns.lora,
                              steps=ns.steps, prompts_per_step=ns.prompts_per_step,
                              max_completion_length=ns.max_completion_length,
-                             gradient_checkpointing=ns.gradient_checkpointing)
+                             gradient_checkpointing=ns.gradient_checkpointing, device=ns.device)
         result["torch_threads"] = torch.get_num_threads()
     else:
         cfg = RealTaskConfig(**json.loads(ns.task_json or "{}"))
@@ -627,7 +640,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = pilot_steps(task_dir / "rl_prompts.jsonl", task_dir / "model", method=ns.method, lora=ns.lora, steps=ns.steps,
                                  prompts_per_step=ns.prompts_per_step,
                                  max_completion_length=ns.max_completion_length,
-                                 gradient_checkpointing=ns.gradient_checkpointing)
+                                 gradient_checkpointing=ns.gradient_checkpointing, device=ns.device)
             result["torch_threads"] = torch.get_num_threads()
     text = json.dumps(result, indent=2)
     if getattr(ns, "output", None):
