@@ -187,7 +187,8 @@ def test_decide_all_marks_pairs_without_runs(tmp_path, monkeypatch):
 
 
 def test_reestimation_seeds_join_the_decision_after_the_registered_ones(tmp_path, monkeypatch):
-    from benchmarks.learning import decisive, run as run_module
+    from benchmarks.learning import decisive
+    from benchmarks.learning import run as run_module
 
     spec = {"experiment": "x", "task": "synthetic", "path": "benchmarks/preregistered/x.yaml",
             "bench": {"eval_prompts": 2, "eval_samples": 2}, "results_dir": str(tmp_path / "res"),

@@ -423,10 +423,8 @@ def measure_base_rates(model_dir: Path, rows: Sequence[dict[str, Any]], cfg: Rea
 
 
 def measure_training_pool(cfg: RealTaskConfig, rows: int, samples: int, max_new_tokens: int, seed: int = 4321,
-                          batch_size: int = 32, device: str = "cpu", log=print) -> dict[str, Any]:
+                          batch_size: int = 32, log=print) -> dict[str, Any]:
     """The base model on the first ``rows`` training rows of ``cfg`` (a pilot: it measures the base model only).
-
-    ``device``: where the model generates (``"cpu"``, float32, or ``"cuda"``, float32 weights on the GPU).
 
     Returns:
         `score_responses` of ``samples`` completions per row (temperature ``cfg.temperature``, up to
@@ -443,7 +441,7 @@ def measure_training_pool(cfg: RealTaskConfig, rows: int, samples: int, max_new_
         ensure_smollm2_model(model_dir)
     pool = build_rows(cfg)["rl"][:rows]
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to(device)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     start, cpu_start = time.perf_counter(), time.process_time()
     scores, responses = evaluate_held_out(model, tokenizer, pool, samples=samples, temperature=cfg.temperature,
                                           max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size)
@@ -465,7 +463,7 @@ def measure_training_pool(cfg: RealTaskConfig, rows: int, samples: int, max_new_
                   completions=completions,
                   length_percentiles={"p50": pct(0.5), "p75": pct(0.75), "p90": pct(0.9), "max": lengths[-1]},
                   seconds=time.perf_counter() - start, cpu_seconds=time.process_time() - cpu_start,
-                  device=device, batch_size=batch_size, examples=responses[:3])
+                  examples=responses[:3])
     log(f"  base model on {len(pool)} training rows x {samples}: ILA {scores['ila']:.3f} CLA {scores['cla']:.3f}, "
         f"truncated {scores['truncated_fraction']:.3f} ({scores['seconds']:.0f}s)")
     return scores
@@ -488,8 +486,9 @@ def pilot_steps(rows_path: Path, model_dir: Path = MODEL_DIR, *, method: str = "
     --device cuda`` does), with TRL's transformers generation.
 
     Returns:
-        ``{"method", "lora", "trainable_parameters", "device", "steps": [per-step records of
-        `benchmarks.learning.profiling.StepProfiler`, plus ``process_cpu_seconds``], "setup_seconds"}``.
+        ``{"method", "lora", "trainable_parameters", "device", "cuda_device" (the GPU's name, None on CPU), "steps":
+        [per-step records of `benchmarks.learning.profiling.StepProfiler`, plus ``process_cpu_seconds``],
+        "setup_seconds"}``.
     """
     import tempfile
 
@@ -577,7 +576,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     base.add_argument("--rows", type=int, default=96)
     base.add_argument("--samples", type=int, default=2)
     base.add_argument("--max-new-tokens", type=int, default=128)
-    base.add_argument("--device", default="cpu", help="cpu or cuda")
     base.add_argument("--output", type=Path, default=None, help="write the JSON result here too")
     pilot = sub.add_parser("pilot", help="seconds per training step on the real model")
     pilot.add_argument("--method", choices=("hir", "grpo"), default="hir")
@@ -617,7 +615,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "instruction_ids" in values:
             values["instruction_ids"] = tuple(values["instruction_ids"])
         result = measure_training_pool(RealTaskConfig(**values), ns.rows, ns.samples, ns.max_new_tokens,
-                                       device=ns.device, log=lambda s: print(time.strftime("%H:%M:%S"), s, file=sys.stderr, flush=True))
+                                       log=lambda s: print(time.strftime("%H:%M:%S"), s, file=sys.stderr, flush=True))
         result["torch_threads"] = torch.get_num_threads()
     elif ns.command == "ifeval":
         result = score_ifeval(ns.model, ns.output_dir, max_tokens=ns.max_tokens, temperature=ns.temperature,
