@@ -553,6 +553,10 @@ class _CpuTime(TrainerCallback):
 # ------------------------------------------------------------------------------------------------ command line
 
 
+def _stderr_log(message: str) -> None:
+    print(time.strftime("%H:%M:%S"), message, file=sys.stderr, flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m benchmarks.learning.real_task build|base|ifeval|pilot|rows``; prints a JSON summary."""
     import os
@@ -615,31 +619,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "instruction_ids" in values:
             values["instruction_ids"] = tuple(values["instruction_ids"])
         result = measure_training_pool(RealTaskConfig(**values), ns.rows, ns.samples, ns.max_new_tokens,
-                                       log=lambda s: print(time.strftime("%H:%M:%S"), s, file=sys.stderr, flush=True))
+                                       log=_stderr_log)
         result["torch_threads"] = torch.get_num_threads()
     elif ns.command == "ifeval":
         result = score_ifeval(ns.model, ns.output_dir, max_tokens=ns.max_tokens, temperature=ns.temperature,
                               batch_size=ns.batch_size, limit=ns.limit, threads=ns.threads)
-    elif ns.command == "pilot" and ns.rows is not None:
-        from hir_trl.models import ensure_smollm2_model
+    elif ns.command == "build":
+        cfg = RealTaskConfig(**json.loads(ns.task_json or "{}"))
+        result = json.loads((ensure_real_task(cfg, log=_stderr_log) / "meta.json").read_text())
+    else:  # pilot: the given rows and model, or the task's own (built if needed)
+        if ns.rows is not None:
+            from hir_trl.models import ensure_smollm2_model
 
-        result = pilot_steps(ns.rows, ns.model or ensure_smollm2_model(MODEL_DIR), method=ns.method, lora=ns.lora,
-                             steps=ns.steps, prompts_per_step=ns.prompts_per_step,
-                             max_completion_length=ns.max_completion_length,
+            rows, model = ns.rows, ns.model or ensure_smollm2_model(MODEL_DIR)
+        else:
+            task_dir = ensure_real_task(RealTaskConfig(**json.loads(ns.task_json or "{}")), log=_stderr_log)
+            rows, model = task_dir / "rl_prompts.jsonl", task_dir / "model"
+        result = pilot_steps(rows, model, method=ns.method, lora=ns.lora, steps=ns.steps,
+                             prompts_per_step=ns.prompts_per_step, max_completion_length=ns.max_completion_length,
                              gradient_checkpointing=ns.gradient_checkpointing, device=ns.device)
         result["torch_threads"] = torch.get_num_threads()
-    else:
-        cfg = RealTaskConfig(**json.loads(ns.task_json or "{}"))
-        task_dir = ensure_real_task(cfg, log=lambda s: print(time.strftime("%H:%M:%S"), s, file=sys.stderr,
-                                                             flush=True))
-        if ns.command == "build":
-            result = json.loads((task_dir / "meta.json").read_text())
-        else:
-            result = pilot_steps(task_dir / "rl_prompts.jsonl", task_dir / "model", method=ns.method, lora=ns.lora, steps=ns.steps,
-                                 prompts_per_step=ns.prompts_per_step,
-                                 max_completion_length=ns.max_completion_length,
-                                 gradient_checkpointing=ns.gradient_checkpointing, device=ns.device)
-            result["torch_threads"] = torch.get_num_threads()
     text = json.dumps(result, indent=2)
     if getattr(ns, "output", None):
         ns.output.parent.mkdir(parents=True, exist_ok=True)
