@@ -6,6 +6,7 @@ steps each, and checks the per-run records, the cost breakdown and the report fi
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -153,3 +154,48 @@ def test_report_names_each_methods_estimator():
                         ["hir_cla", "hir_paper_rpp", "rl_cr_rpp"])
     assert mixed == ("estimators `grpo` (HiR (default: CLA reward)); `reinforce_pp` (HiR (paper recipe: Reinforce++, "
                      "KL), RL-CR (Reinforce++, KL))")
+
+
+@pytest.mark.slow
+def test_interrupted_run_resumes_from_its_checkpoint(tmp_path, monkeypatch):
+    """A run with ``save_every`` killed mid-way resumes from its last checkpoint and ends where an uninterrupted run
+    ends: the same held-out evaluations, losses and rewards (CPU, one thread: bit for bit)."""
+    from benchmarks.learning.run import PRESETS, BenchConfig, last_checkpoint, partial_dir, run_worker
+    from benchmarks.learning.task import ensure_sft_model
+    from hir_trl import HiRTrainer
+
+    preset = PRESETS["toy"]
+    task_dir = ensure_sft_model(TaskConfig(**preset["task"]), root=tmp_path / "cache", log=lambda s: None)
+    bench = BenchConfig(**{**preset["bench"], "prompts": 8, "eval_every": 2, "threads": 1})
+    straight = tmp_path / "straight.json"
+    run_worker("hir", 0, bench, task_dir, straight)
+
+    resumable = BenchConfig(**{**dataclasses.asdict(bench), "save_every": 2})
+    out = tmp_path / "resumed.json"
+    original, calls = HiRTrainer.training_step, []
+
+    def killed_in_step_3(self, *args, **kwargs):
+        calls.append(self.state.global_step)
+        if self.state.global_step == 2:  # the third optimizer step, after checkpoint-2 was saved
+            raise KeyboardInterrupt
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(HiRTrainer, "training_step", killed_in_step_3)
+    with pytest.raises(KeyboardInterrupt):
+        run_worker("hir", 0, resumable, task_dir, out)
+    monkeypatch.setattr(HiRTrainer, "training_step", original)
+    partial = partial_dir(task_dir, "hir", 0, resumable, out)
+    assert not out.exists() and last_checkpoint(partial).name == "checkpoint-2"
+
+    run_worker("hir", 0, resumable, task_dir, out)
+    a, b = json.loads(straight.read_text()), json.loads(out.read_text())
+    assert [s["start_step"] for s in b["segments"]] == [0, 2] and a["segments"][0]["start_step"] == 0
+    assert [e["step"] for e in b["evals"]] == [e["step"] for e in a["evals"]] == [0, 2, 4]
+    for x, y in zip(a["evals"], b["evals"]):
+        assert x["verdicts"] == y["verdicts"] and x["ila"] == y["ila"]
+    assert [s["step"] for s in b["steps"]] == [1, 2, 3, 4]
+    assert [lg["step"] for lg in b["logs"]] == [lg["step"] for lg in a["logs"]] == [1, 2, 3, 4]
+    for x, y in zip(a["logs"], b["logs"]):
+        for key in ("loss", "reward/ila", "reward/cla", "hir/replayed_rows", "hir/lambda"):
+            assert x.get(key) == y.get(key), (x["step"], key)
+    assert not partial.exists()  # the record is written: the checkpoints are gone

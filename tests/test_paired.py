@@ -130,8 +130,9 @@ def test_decisive_preregistrations_load_and_name_known_methods():
             for role in entry["arms"]:
                 assert set(registered_seeds(entry, role)) <= set(entry["seeds"])
                 assert len(registered_seeds(entry, role)) >= 3
-        with pytest.raises(ValueError, match="only jobs, threads and device"):
+        with pytest.raises(ValueError, match="only jobs, threads, device, save_every may differ"):
             bench_config(spec, ["rl_cr"], [0], learning_rate=1.0)
+        assert bench_config(spec, ["rl_cr"], [0], save_every=4).save_every == 4
 
 
 def test_run_refuses_an_uncommitted_preregistration(tmp_path):

@@ -39,6 +39,8 @@ PREREGISTERED = REPO_ROOT / "benchmarks" / "preregistered"
 DECISION_DIR = REPO_ROOT / "benchmarks" / "results-decisive"
 #: The comparisons every family is decided on: (HiR arm, baseline arm), by the arm roles of the pre-registration.
 PAIRS = (("hir", "rl_cr"), ("hir", "rl_ir"))
+#: The `BenchConfig` fields a run of a pre-registration may set itself: how runs are scheduled, not what they do.
+SCHEDULING = ("jobs", "threads", "device", "save_every")
 #: The name of each family's HiR arm in decision.json.
 HIR_ARM_NAMES = {"trl": "hir_default", "paper": "hir_paper"}
 #: Sample-size re-estimation clauses written in a pre-registration's prose before the ``reestimation`` key existed,
@@ -83,12 +85,12 @@ def load_preregistration(path: str | Path) -> dict[str, Any]:
 
 def bench_config(spec: dict[str, Any], methods: Sequence[str], seeds: Sequence[int], **overrides: Any):
     """The `BenchConfig` of a pre-registration for ``methods`` x ``seeds`` (``overrides``: only how runs are
-    scheduled, ``jobs`` / ``threads`` / ``device``: never a setting of the runs)."""
+    scheduled, ``jobs`` / ``threads`` / ``device`` / ``save_every``: never a setting of the runs)."""
     from benchmarks.learning.run import BenchConfig
 
-    unknown = set(overrides) - {"jobs", "threads", "device"}
+    unknown = set(overrides) - set(SCHEDULING)
     if unknown:
-        raise ValueError(f"only jobs, threads and device may differ from the pre-registration (got {sorted(unknown)})")
+        raise ValueError(f"only {', '.join(SCHEDULING)} may differ from the pre-registration (got {sorted(unknown)})")
     values = dict(spec["bench"], methods=tuple(methods), seeds=tuple(seeds), preregistration=spec["path"])
     values.update(overrides)
     return BenchConfig(**values)
@@ -328,7 +330,7 @@ def constraints_all(specs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         kinds_of = held_out_kinds(spec)
         runs = paired.load_runs(REPO_ROOT / spec["results_dir"] / "runs")
-        for family, entry in spec["families"].items():
+        for family in spec["families"]:
             for hir_role, base_role in PAIRS:
                 _, _, hir_runs, base_runs = _pair_records(spec, runs, family, hir_role, base_role)
                 if len({r["seed"] for r in hir_runs} & {r["seed"] for r in base_runs}) < 2:
@@ -392,6 +394,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                             help="comma-separated, from the pre-registered seeds or the re-estimation seeds")
     run_parser.add_argument("--jobs", type=int, default=None)
     run_parser.add_argument("--threads", type=int, default=None)
+    run_parser.add_argument("--save-every", type=int, default=None,
+                            help="a resumable checkpoint every N optimizer steps: an interrupted run resumes from it")
     run_parser.add_argument("--cache-dir", type=Path, default=None)
     decide_parser = sub.add_parser("decide", help="write decision.json / decision.md from the records so far")
     decide_parser.add_argument("preregistrations", nargs="*", type=Path,
@@ -405,7 +409,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         spec = load_preregistration(ns.preregistration)
         if ns.family not in spec["families"]:
             parser.error(f"family {ns.family!r} is not in {ns.preregistration} ({sorted(spec['families'])})")
-        scheduling = {k: v for k, v in (("jobs", ns.jobs), ("threads", ns.threads)) if v is not None}
+        scheduling = {k: v for k in SCHEDULING if k != "device" and (v := getattr(ns, k)) is not None}
         try:
             run(spec, ns.family, roles=ns.arms.split(",") if ns.arms else None,
                 seeds=[int(s) for s in ns.seeds.split(",")] if ns.seeds else None, cache_root=ns.cache_dir,

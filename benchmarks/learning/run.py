@@ -42,6 +42,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -92,6 +93,8 @@ class BenchConfig:
     extra: str = ""                  # JSON object of HiRConfig overrides applied to every method (ablations)
     lora_rank: int = 0               # > 0: train a peft LoRA adapter of this rank (alpha 2 x rank, all linear layers)
     save_final: bool = False         # save each run's final model (LoRA merged) under the cache, for IFEval scoring
+    save_every: int = 0              # > 0: a resumable checkpoint every this many optimizer steps (scheduling only:
+                                     # an interrupted run resumes from its last one; see `partial_dir`)
     preregistration: str = ""        # the committed pre-registration file these runs belong to (repo-relative path)
 
     @property
@@ -151,7 +154,7 @@ class HeldOutEval:
         self.callback = _Callback()
 
     def evaluate(self, model, step: int) -> None:
-        if self.records and self.records[-1]["step"] == step:
+        if any(record["step"] == step for record in self.records):  # done, or restored by a resumed run
             return
         if step == 0 and self.step0_cache is not None:
             from filelock import FileLock
@@ -234,14 +237,19 @@ def run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_p
     overrides = method_overrides(method, bench)
     dataset = load_hir_dataset(task_dir / "rl_prompts.jsonl")
     eval_rows = read_jsonl(task_dir / "eval_rows.jsonl")[: bench.eval_prompts]
+    partial = partial_dir(task_dir, method, seed, bench, out_path) if bench.save_every else None
+    resume = last_checkpoint(partial) if partial else None
+    earlier = json.loads((resume / RUN_STATE_FILE).read_text()) if resume else None
     with tempfile.TemporaryDirectory(prefix=f"hir-bench-{method}-{seed}-") as tmp:
+        saving = dict(output_dir=str(partial), save_strategy="steps", save_steps=bench.save_every,
+                      save_total_limit=1, save_only_model=False) if partial else dict(output_dir=tmp, save_strategy="no")
         # the benchmark's fixed settings, then the method's, then --extra: every HiRConfig field can be overridden
         settings = dict(
-            output_dir=tmp, seed=seed, max_steps=bench.steps, gradient_accumulation_steps=1,
+            **saving, seed=seed, max_steps=bench.steps, gradient_accumulation_steps=1,
             learning_rate=bench.learning_rate, lr_scheduler_type="constant", warmup_steps=0,
             max_completion_length=bench.max_completion_length, temperature=bench.temperature, beta=0.0,
             advantage_estimator="grpo", lambda_0=bench.lambda_0, eta=bench.eta, use_cpu=not cuda, bf16=cuda,
-            gradient_checkpointing=False, logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True,
+            gradient_checkpointing=False, logging_steps=1, report_to="none", disable_tqdm=True,
             log_completions=False, judge_model="", dataloader_num_workers=0,
             # the pre-registered arms were defined when the defaults were the paper's "resample" and "drop": kept
             # for every method (--extra overrides them)
@@ -265,7 +273,15 @@ def run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_p
         evaluator = HeldOutEval(eval_rows, bench, profiler, tokenizer, real_scores if real else None,
                                 step0_cache=task_dir)
         trainer.add_callback(evaluator.callback)
-        trainer.train()
+        segments = list(earlier["segments"]) if earlier else []
+        if earlier:  # the evaluations and step timings of the steps before the checkpoint
+            evaluator.records[:], profiler.steps[:] = earlier["evals"], earlier["steps"]
+        segments.append({"start_step": earlier["step"] if earlier else 0, "wall_seconds": 0.0,
+                         "code_commit": machine_info()["code_commit"]})
+        if partial:
+            trainer.add_callback(run_state_callback(evaluator, profiler, segments, wall_start))
+        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+        segments[-1]["wall_seconds"] = time.perf_counter() - wall_start
         keep = ("reward/ila", "reward/cla", "hir/generated_tokens", "hir/supplementary_samples",
                 "hir/filler_samples", "hir/replayed_rows", "hir/replayed_fraction", "hir/rows_per_group",
                 "hir/groups_all_failed", "hir/lambda", "hir/replay_integrity_mean", "hir/relabelled_constraints",
@@ -285,7 +301,9 @@ def run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_p
         "checkpoint": _checkpoint_id(task_dir),
         "evals": evaluator.records, "steps": profiler.steps, "logs": logs,
         "cuda_max_memory_mb": torch.cuda.max_memory_allocated() / 2**20 if cuda else None,
-        "wall_seconds": time.perf_counter() - wall_start,
+        # with resumes: the segments' own seconds up to their last checkpoint, the last segment's to the end
+        "wall_seconds": sum(segment["wall_seconds"] for segment in segments),
+        "segments": segments,
         "torch_threads": torch.get_num_threads(),
         "final_model": str(final_model) if final_model else None,
         "preregistration": preregistration_of(bench),
@@ -293,6 +311,51 @@ def run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_p
     }
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(record))
+    if partial:  # the record is written: the run's checkpoints are no longer needed
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+#: The file in each resumable checkpoint that holds what the trainer's own state does not: the held-out
+#: evaluations and the step timings so far, and the run's segments (one per start or resume).
+RUN_STATE_FILE = "bench_run_state.json"
+
+
+def partial_dir(task_dir: Path, method: str, seed: int, bench: BenchConfig, out_path: Path) -> Path:
+    """Where a run with ``save_every`` keeps its resumable checkpoints until its record is written:
+    ``<cache>/partial-<task folder>/<method>-seed<seed>-<key>``, the key a hash of the record's path and of every
+    setting but the scheduling ones (``methods``, ``seeds``, ``jobs``, ``save_every``), so a checkpoint resumes only
+    the same run."""
+    settings = {k: v for k, v in dataclasses.asdict(bench).items() if k not in ("methods", "seeds", "jobs", "save_every")}
+    key = hashlib.sha256(json.dumps([str(Path(out_path).resolve()), settings], sort_keys=True).encode()).hexdigest()
+    return Path(task_dir).parent / f"partial-{Path(task_dir).name}" / f"{method}-seed{seed}-{key[:12]}"
+
+
+def last_checkpoint(folder: Path) -> Path | None:
+    """The latest ``checkpoint-N`` in ``folder`` that holds `RUN_STATE_FILE` (a checkpoint cut short by a kill
+    lacks it, and is passed over), or None."""
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+    found = [p for p in Path(folder).glob(f"{PREFIX_CHECKPOINT_DIR}-*") if (p / RUN_STATE_FILE).is_file()]
+    return max(found, key=lambda p: int(p.name.rsplit("-", 1)[1]), default=None)
+
+
+def run_state_callback(evaluator: HeldOutEval, profiler, segments: list[dict[str, Any]], wall_start: float):
+    """A TrainerCallback that, after the trainer saves ``checkpoint-N``, writes `RUN_STATE_FILE` into it:
+    ``step``, the evaluator's records, the profiler's steps and ``segments`` (the last one's ``wall_seconds``
+    brought up to now). Written to a temporary name and renamed, so a kill never leaves half a file."""
+    from transformers import TrainerCallback
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+    class _RunState(TrainerCallback):
+        def on_save(self, args, state, control, **kwargs):
+            segments[-1]["wall_seconds"] = time.perf_counter() - wall_start
+            folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+            tmp = folder / (RUN_STATE_FILE + ".tmp")
+            tmp.write_text(json.dumps({"step": state.global_step, "evals": evaluator.records,
+                                       "steps": profiler.steps, "segments": segments}))
+            tmp.replace(folder / RUN_STATE_FILE)
+
+    return _RunState()
 
 
 def _git(*args: str) -> str:
@@ -403,7 +466,8 @@ def _reusable(path: Path, bench: BenchConfig, task_dir: Path) -> bool:
     except json.JSONDecodeError:
         return False
     old, new = record.get("bench") or {}, json.loads(json.dumps(dataclasses.asdict(bench)))
-    ignored = ("methods", "seeds", "jobs")  # which runs were asked for, and how many at once: not the run itself
+    # which runs were asked for, how many at once and how often they save: not the run itself
+    ignored = ("methods", "seeds", "jobs", "save_every")
     defaults = json.loads(json.dumps(dataclasses.asdict(BenchConfig())))  # a field added later: its default
     return (record.get("checkpoint") == _checkpoint_id(task_dir)
             and all(old.get(key, defaults[key]) == value for key, value in new.items() if key not in ignored))
