@@ -241,8 +241,9 @@ def run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_p
     resume = last_checkpoint(partial) if partial else None
     earlier = json.loads((resume / RUN_STATE_FILE).read_text()) if resume else None
     with tempfile.TemporaryDirectory(prefix=f"hir-bench-{method}-{seed}-") as tmp:
+        # two checkpoints kept: the trainer deletes the older one before `run_state_callback` completes the newer
         saving = dict(output_dir=str(partial), save_strategy="steps", save_steps=bench.save_every,
-                      save_total_limit=1, save_only_model=False) if partial else dict(output_dir=tmp, save_strategy="no")
+                      save_total_limit=2, save_only_model=False) if partial else dict(output_dir=tmp, save_strategy="no")
         # the benchmark's fixed settings, then the method's, then --extra: every HiRConfig field can be overridden
         settings = dict(
             **saving, seed=seed, max_steps=bench.steps, gradient_accumulation_steps=1,
