@@ -409,6 +409,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         spec = load_preregistration(ns.preregistration)
         if ns.family not in spec["families"]:
             parser.error(f"family {ns.family!r} is not in {ns.preregistration} ({sorted(spec['families'])})")
+        if ns.save_every is not None and ns.save_every < 1:
+            parser.error(f"--save-every must be at least 1 (got {ns.save_every})")
         scheduling = {k: v for k in SCHEDULING if k != "device" and (v := getattr(ns, k)) is not None}
         try:
             run(spec, ns.family, roles=ns.arms.split(",") if ns.arms else None,
