@@ -460,23 +460,16 @@ def test_replay_audit_reports_what_the_selected_replays_drop():
     assert cut["dropped"] == {"comma": 1.0}
 
 
-def test_decisive_run_names_a_refused_seed_in_one_line(capsys):
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--seeds", "25"], "seeds [25] are neither pre-registered nor re-estimation seeds"),
+    (["--save-every", "0"], "--save-every must be at least 1 (got 0)"),
+])
+def test_decisive_run_refuses_bad_flags_in_one_line(capsys, flags, message):
     from benchmarks.learning import decisive
 
     path = str(decisive.PREREGISTERED / "decisive-synthetic.yaml")
     with pytest.raises(SystemExit) as exit_info:
-        decisive.main(["run", path, "--family", "trl", "--seeds", "25"])
+        decisive.main(["run", path, "--family", "trl", *flags])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert "seeds [25] are neither pre-registered nor re-estimation seeds" in err and "Traceback" not in err
-
-
-def test_decisive_run_refuses_a_save_interval_below_one_in_one_line(capsys):
-    from benchmarks.learning import decisive
-
-    path = str(decisive.PREREGISTERED / "decisive-synthetic.yaml")
-    with pytest.raises(SystemExit) as exit_info:
-        decisive.main(["run", path, "--family", "trl", "--save-every", "0"])
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    assert "--save-every must be at least 1 (got 0)" in err and "Traceback" not in err
+    assert message in err and "Traceback" not in err
