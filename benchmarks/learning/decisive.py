@@ -308,17 +308,21 @@ def write_decisions(specs: Sequence[dict[str, Any]], out_dir: Path = DECISION_DI
 
 def held_out_kinds(spec: dict[str, Any]) -> dict[str, list[str]]:
     """Prompt id -> the kind of each constraint (`paired.constraint_kind`) of a pre-registration's held-out prompts,
-    rebuilt from its task settings (the synthetic task's prompts come from its seed alone, no model needed).
+    rebuilt from its task settings: the synthetic task's prompts come from its seed alone, the real task's from its
+    seed and the MulDimIF requests in ``shared/data`` (`real_task.build_rows`); no model is needed for either.
 
     Raises:
-        NotImplementedError: a task other than the synthetic one.
+        FileNotFoundError: the real task's MulDimIF file is not where `real_task.MULDIMIF_TEST` points.
     """
-    if spec["task"] != "synthetic":
-        raise NotImplementedError(f"per-constraint reports cover the synthetic task, not {spec['task']!r}")
-    from benchmarks.learning.task import build_data
+    if spec["task"] == "synthetic":
+        from benchmarks.learning.task import build_data
 
-    return {row["id"]: [paired.constraint_kind(c) for c in row["constraints"]]
-            for row in build_data(task_config(spec), eval_only=True)["eval"]}
+        rows = build_data(task_config(spec), eval_only=True)["eval"]
+    else:
+        from benchmarks.learning.real_task import build_rows
+
+        rows = build_rows(task_config(spec))["eval"][: spec["bench"]["eval_prompts"]]
+    return {row["id"]: [paired.constraint_kind(c) for c in row["constraints"]] for row in rows}
 
 
 def constraints_all(specs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -326,15 +330,14 @@ def constraints_all(specs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     difference (`paired.compare_constraints`), from the records found so far."""
     out = []
     for spec in specs:
-        if spec["task"] != "synthetic":
-            continue
-        kinds_of = held_out_kinds(spec)
+        kinds_of = None
         runs = paired.load_runs(REPO_ROOT / spec["results_dir"] / "runs")
         for family in spec["families"]:
             for hir_role, base_role in PAIRS:
                 _, _, hir_runs, base_runs = _pair_records(spec, runs, family, hir_role, base_role)
                 if len({r["seed"] for r in hir_runs} & {r["seed"] for r in base_runs}) < 2:
                     continue
+                kinds_of = kinds_of or held_out_kinds(spec)
                 out.append({"task": spec["task"], "family": family, "hir_arm": HIR_ARM_NAMES.get(family, hir_role),
                             "baseline_arm": base_role,
                             "kinds": paired.compare_constraints(hir_runs, base_runs, kinds_of),
@@ -401,7 +404,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     decide_parser.add_argument("preregistrations", nargs="*", type=Path,
                                help="default: every benchmarks/preregistered/decisive-*.yaml")
     constraints_parser = sub.add_parser("constraints", help="write constraints.json / constraints.md: each pair's "
-                                        "final pass rate per constraint kind (synthetic task)")
+                                        "final pass rate per constraint kind")
     constraints_parser.add_argument("preregistrations", nargs="*", type=Path,
                                     help="default: every benchmarks/preregistered/decisive-*.yaml")
     ns = parser.parse_args(argv)
