@@ -358,7 +358,7 @@ def test_held_out_kinds_rebuilds_the_real_task_prompts_its_records_were_scored_o
     """The real task's held-out prompts, rebuilt from the MulDimIF data without the model, give the committed records'
     per-constraint verdicts the same pass rates as the run computed itself (its ``family`` rates)."""
     from benchmarks.learning import decisive
-    from benchmarks.learning.real_task import CONSTRAINT_TYPES, EXTRA_TYPES
+    from benchmarks.learning.real_task import TYPE_OF_ID
 
     spec = decisive.load_preregistration(decisive.PREREGISTERED / "decisive-smollm2.yaml")
     kinds = decisive.held_out_kinds(spec)
@@ -369,7 +369,7 @@ def test_held_out_kinds_rebuilds_the_real_task_prompts_its_records_were_scored_o
         final = json.loads(path.read_text())["evals"][-1]
         rates = paired.constraint_pass_rates(final, kinds)
         compared = 0
-        for short, instruction_id in {**CONSTRAINT_TYPES, **EXTRA_TYPES}.items():
+        for instruction_id, short in TYPE_OF_ID.items():
             own = final["family"].get(short)
             if own is None or math.isnan(own) or instruction_id not in rates:
                 continue  # keywords:frequency is split by relation in `rates`
