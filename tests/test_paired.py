@@ -237,6 +237,12 @@ def test_reestimation_seeds_join_the_decision_after_the_registered_ones(tmp_path
     report = decisive.constraints_all([spec])[0]
     assert report["kinds"]["a"]["seeds"] == [0, 1, 2]
     assert report["kinds"]["b"]["diffs"][2] == pytest.approx(100.0)
+    # and so does its course over training: a seed only the HiR arm has finished stays out of both columns
+    write("hir_cla", 3, ["00", "00", "00", "00"])
+    later = decisive.constraints_all([spec])[0]
+    assert later["kinds"]["a"]["seeds"] == [0, 1, 2]
+    assert later["trajectory"] == report["trajectory"]
+    assert later["trajectory"]["hir"][-1]["kinds"]["a"] == pytest.approx(100 * (3 + 3 + 4) / 12)  # seeds 0, 1, 2
 
 
 def test_the_synthetic_preregistration_reestimates_up_to_20_seeds_per_arm():

@@ -327,7 +327,8 @@ def held_out_kinds(spec: dict[str, Any]) -> dict[str, list[str]]:
 
 def constraints_all(specs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (task, family, pair) with at least 2 common seeds: each constraint kind's final pass rates and paired
-    difference (`paired.compare_constraints`), from the records found so far."""
+    difference (`paired.compare_constraints`), and each arm's pass rates over training on those common seeds
+    (`paired.constraint_trajectory`), from the records found so far."""
     out = []
     for spec in specs:
         kinds_of = None
@@ -335,14 +336,19 @@ def constraints_all(specs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         for family in spec["families"]:
             for hir_role, base_role in PAIRS:
                 _, _, hir_runs, base_runs = _pair_records(spec, runs, family, hir_role, base_role)
-                if len({r["seed"] for r in hir_runs} & {r["seed"] for r in base_runs}) < 2:
+                common = {r["seed"] for r in hir_runs} & {r["seed"] for r in base_runs}
+                if len(common) < 2:
                     continue
                 kinds_of = kinds_of or held_out_kinds(spec)
+                # the trajectories average the same seeds as the paired table: a seed one arm has finished and the
+                # other has not would make the two columns differ by that seed as well as by the method
+                hir_common = [r for r in hir_runs if r["seed"] in common]
+                base_common = [r for r in base_runs if r["seed"] in common]
                 out.append({"task": spec["task"], "family": family, "hir_arm": HIR_ARM_NAMES.get(family, hir_role),
                             "baseline_arm": base_role,
                             "kinds": paired.compare_constraints(hir_runs, base_runs, kinds_of),
-                            "trajectory": {"hir": paired.constraint_trajectory(hir_runs, kinds_of),
-                                           "baseline": paired.constraint_trajectory(base_runs, kinds_of)}})
+                            "trajectory": {"hir": paired.constraint_trajectory(hir_common, kinds_of),
+                                           "baseline": paired.constraint_trajectory(base_common, kinds_of)}})
     return out
 
 
@@ -364,7 +370,7 @@ def _constraints_markdown(reports: Sequence[dict[str, Any]]) -> str:
 def _trajectory_markdown(rep: dict[str, Any]) -> list[str]:
     hir, base = rep["trajectory"]["hir"], rep["trajectory"]["baseline"]
     cols = [(rep["hir_arm"], point) for point in hir] + [(rep["baseline_arm"], point) for point in base]
-    lines = ["Over training (mean over the arm's seeds, points):", "",
+    lines = ["Over training (mean over the pair's common seeds, points):", "",
              "| constraint kind | " + " | ".join(f"{arm} @{p['step']}" for arm, p in cols) + " |",
              "|---|" + "---|" * len(cols)]
     for kind in rep["kinds"]:
