@@ -185,6 +185,14 @@ def _pair_records(spec: dict[str, Any], runs: dict[str, list[dict[str, Any]]], f
     return registered, extra, hir_runs, base_runs
 
 
+def _common_runs(hir_runs: Sequence[dict[str, Any]], base_runs: Sequence[dict[str, Any]]
+                 ) -> tuple[list[int], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the seeds both arms have finished, sorted; each arm's records of those seeds): what a pair compares, so a
+    seed one arm has finished and the other has not never makes the two sides differ by that seed."""
+    common = sorted({r["seed"] for r in hir_runs} & {r["seed"] for r in base_runs})
+    return common, [r for r in hir_runs if r["seed"] in common], [r for r in base_runs if r["seed"] in common]
+
+
 def reestimation(spec: dict[str, Any], registered_diffs: Sequence[float], added: Sequence[int]) -> dict[str, Any]:
     """The re-estimation of one pair, blinded to the mean: the sd of its differences on the pre-registered seeds,
     the seeds `paired.seeds_for_half_width` asks for at the clause's target half-width, the cap, and the
@@ -210,7 +218,7 @@ def decide_all(specs: Sequence[dict[str, Any]], bootstrap_reps: int = 10_000) ->
             for hir_role, base_role in PAIRS:
                 hir_method, base_method = entry["arms"][hir_role], entry["arms"][base_role]
                 registered, extra, hir_runs, base_runs = _pair_records(spec, runs, family, hir_role, base_role)
-                common = sorted({r["seed"] for r in hir_runs} & {r["seed"] for r in base_runs})
+                common, hir_common, base_common = _common_runs(hir_runs, base_runs)
                 commits = sorted({r["preregistration"]["commit"] for r in hir_runs + base_runs})
                 item: dict[str, Any] = {
                     "task": spec["task"], "family": family, "hir_arm": HIR_ARM_NAMES.get(family, hir_role),
@@ -224,8 +232,7 @@ def decide_all(specs: Sequence[dict[str, Any]], bootstrap_reps: int = 10_000) ->
                                 ci95_low=None, ci95_high=None)
                     out.append(item)
                     continue
-                result = paired.compare([r for r in hir_runs if r["seed"] in common],
-                                        [r for r in base_runs if r["seed"] in common], bootstrap_reps=bootstrap_reps)
+                result = paired.compare(hir_common, base_common, bootstrap_reps=bootstrap_reps)
                 item.update(
                     eval_completions=result["eval_completions"] or item["eval_completions"],
                     mean_diff_points=result["t"]["mean"], ci95_low=result["t"]["low"], ci95_high=result["t"]["high"],
@@ -237,8 +244,7 @@ def decide_all(specs: Sequence[dict[str, Any]], bootstrap_reps: int = 10_000) ->
                     baseline_final_ila_points=result["final_b"], bootstrap_seeds_prompts=result.get("bootstrap"),
                     auc_ila_vs_tokens_diff=paired.auc_summary(result, "tokens"),
                     auc_ila_vs_seconds_diff=paired.auc_summary(result, "seconds"),
-                    tokens_to_reach_baseline_final=paired.tokens_to_match(
-                        [r for r in hir_runs if r["seed"] in common], [r for r in base_runs if r["seed"] in common]),
+                    tokens_to_reach_baseline_final=paired.tokens_to_match(hir_common, base_common),
                 )
                 if spec.get("reestimation") and item["complete"]:
                     item["reestimation"] = reestimation(
@@ -336,17 +342,13 @@ def constraints_all(specs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         for family in spec["families"]:
             for hir_role, base_role in PAIRS:
                 _, _, hir_runs, base_runs = _pair_records(spec, runs, family, hir_role, base_role)
-                common = {r["seed"] for r in hir_runs} & {r["seed"] for r in base_runs}
+                common, hir_common, base_common = _common_runs(hir_runs, base_runs)
                 if len(common) < 2:
                     continue
                 kinds_of = kinds_of or held_out_kinds(spec)
-                # the trajectories average the same seeds as the paired table: a seed one arm has finished and the
-                # other has not would make the two columns differ by that seed as well as by the method
-                hir_common = [r for r in hir_runs if r["seed"] in common]
-                base_common = [r for r in base_runs if r["seed"] in common]
                 out.append({"task": spec["task"], "family": family, "hir_arm": HIR_ARM_NAMES.get(family, hir_role),
                             "baseline_arm": base_role,
-                            "kinds": paired.compare_constraints(hir_runs, base_runs, kinds_of),
+                            "kinds": paired.compare_constraints(hir_common, base_common, kinds_of),
                             "trajectory": {"hir": paired.constraint_trajectory(hir_common, kinds_of),
                                            "baseline": paired.constraint_trajectory(base_common, kinds_of)}})
     return out
