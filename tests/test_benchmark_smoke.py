@@ -14,6 +14,8 @@ import random
 
 import pytest
 import torch
+import transformers
+import trl
 
 from benchmarks.learning.task import FAMILIES, TaskConfig, render_response, sample_prompt, verdicts
 
@@ -56,6 +58,8 @@ def test_toy_benchmark_end_to_end(tmp_path):
         assert machine["cores"] == os.cpu_count() and machine["torch"] == torch.__version__
         assert machine["cpu_capability"] == torch.backends.cpu.get_cpu_capability() and machine["processor"]
         assert machine["cuda_device"] is None and len(machine["code_commit"]) == 40
+        assert machine["packages"]["trl"] == trl.__version__
+        assert machine["packages"]["transformers"] == transformers.__version__
         assert len(run["steps"]) == 2
         for step in run["steps"]:
             parts = sum(step[k] for k in ("generation", "verification", "nograd_pass", "selection", "trl_scoring",
@@ -199,3 +203,12 @@ def test_interrupted_run_resumes_from_its_checkpoint(tmp_path, monkeypatch):
         for key in ("loss", "reward/ila", "reward/cla", "hir/replayed_rows", "hir/lambda"):
             assert x.get(key) == y.get(key), (x["step"], key)
     assert not partial.exists()  # the record is written: the checkpoints are gone
+
+
+def test_machine_info_names_library_versions(monkeypatch):
+    from benchmarks.learning import run as bench_run
+
+    monkeypatch.setattr(bench_run, "RECORDED_PACKAGES", ("trl", "peft", "no-such-package-hir-trl"))
+    packages = bench_run.machine_info()["packages"]
+    assert packages == {"trl": trl.__version__, "peft": __import__("peft").__version__,
+                        "no-such-package-hir-trl": None}

@@ -389,9 +389,23 @@ def preregistration_of(bench: BenchConfig) -> dict[str, str] | None:
 NUMERICS_ENV = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
 
 
+#: Libraries whose version changes what a run generates or how it trains; a record names the installed versions.
+RECORDED_PACKAGES = ("trl", "transformers", "accelerate", "peft", "tokenizers", "numpy")
+
+
+def _package_version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
 def machine_info() -> dict[str, Any]:
     """Where a run ran: the processor, its core count, torch's version and CPU kernel level, the GPU (None on CPU),
-    the kernel-selecting environment variables that are set (`NUMERICS_ENV`), and the code's commit (``dirty``:
+    the kernel-selecting environment variables that are set (`NUMERICS_ENV`), the versions of the libraries that
+    generate and train (`RECORDED_PACKAGES`; None for one not installed), and the code's commit (``dirty``:
     uncommitted changes to tracked files). Floating-point results, and so SFT checkpoints, differ between
     processors and kernel levels; records name both so that runs are compared on the machine they came from."""
     import platform
@@ -413,6 +427,7 @@ def machine_info() -> dict[str, Any]:
             "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "cuda_device": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
             "numerics_env": {k: os.environ[k] for k in NUMERICS_ENV if k in os.environ},
+            "packages": {name: _package_version(name) for name in RECORDED_PACKAGES},
             "code_commit": commit, "dirty": bool(status) if status is not None else None}
 
 
