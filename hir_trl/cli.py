@@ -294,9 +294,6 @@ def run_training(trainer, dataset, script_args, training_args) -> None:
     Raises:
         TrainingInterrupted: Ctrl-C during training (the message names the last complete checkpoint).
     """
-    import transformers
-    from packaging.version import Version
-
     from .summary import training_summary
 
     try:
@@ -312,8 +309,7 @@ def run_training(trainer, dataset, script_args, training_args) -> None:
     trainer.create_model_card()  # also when push_to_hub is off (rank 0 writes it)
     if training_args.push_to_hub:
         trainer.push_to_hub(dataset_name=str(script_args.dataset_name))
-    if Version(transformers.__version__) >= Version("5.18.0"):
-        trainer.end()
+    trainer.end()  # HiRTrainer.end: trackers, process group, and gloo's teardown pause
     if trainer.accelerator.is_main_process:
         print(training_summary(training_args.output_dir, trainer.state.log_history, dataset,
                                log_completions=training_args.log_completions, last_step=trainer.state.global_step,
