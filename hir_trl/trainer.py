@@ -148,6 +148,7 @@ class HiRTrainer(GRPOTrainer):
         train_dataset=dataset,
     )
     trainer.train()
+    trainer.end()  # trackers and process group; needed under torchrun / accelerate launch (see `end`)
     ```
     """
 
@@ -448,8 +449,8 @@ class HiRTrainer(GRPOTrainer):
         is freed, the DDP reducer destroys the gloo process group while holding the GIL and joins that thread. A
         thread still freeing the last all-gather then deadlocks the rank; at interpreter exit the rank aborts
         instead ("terminate called without an active exception"). The pause gives that thread the GIL first.
-        Measured with two CPU ranks beside other jobs on 2 cores: 11 of 36 runs hung without the pause, none of 36
-        with it.
+        Measured with two CPU ranks on 2 cores (`benchmarks/gloo_teardown.py`): 10 of 36 runs hung without the
+        pause, none of 36 with it.
         """
         gloo = (torch.distributed.is_available() and torch.distributed.is_initialized()
                 and torch.distributed.get_world_size() > 1 and torch.distributed.get_backend() == "gloo")
