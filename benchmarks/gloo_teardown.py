@@ -13,17 +13,14 @@ hang (it is killed); a job whose output says "terminate called" aborted at exit.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import platform
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from importlib.metadata import version
 from pathlib import Path
 
 import psutil
@@ -76,14 +73,6 @@ def launch(model: str, arm: str, timeout: float) -> dict:
             "aborted": "terminate called" in output, "seconds": round(time.monotonic() - start, 1)}
 
 
-def cpu_name() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.machine()
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=12, help="jobs per arm")
@@ -97,6 +86,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     from hir_trl import load_hir_dataset
     from hir_trl.tiny import build_tiny_model
+
+    from .learning.run import machine_info
 
     out = Path(cli.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -115,10 +106,12 @@ def main(argv: list[str] | None = None) -> None:
                     log.write(json.dumps(record) + "\n")
                     log.flush()
                     print(json.dumps(record), flush=True)
+    machine = machine_info()
     summary = {"command": "python -m benchmarks.gloo_teardown " + " ".join(sys.argv[1:] if argv is None else argv),
-               "runs_per_arm": cli.runs, "timeout_seconds": cli.timeout, "machine": cpu_name(), "cpus": os.cpu_count(),
+               "runs_per_arm": cli.runs, "timeout_seconds": cli.timeout, "machine": machine["processor"],
+               "cpus": machine["cores"],
                "load_average_1min_start_end": [load_start, os.getloadavg()[0]],
-               "wall_seconds": round(time.monotonic() - wall), "torch": version("torch"),
+               "wall_seconds": round(time.monotonic() - wall), "torch": machine["torch"],
                "arms": {arm: {"hung": sum(r["hung"] for r in records if r["arm"] == arm),
                               "aborted": sum(r["aborted"] for r in records if r["arm"] == arm),
                               "failed": sum((r["returncode"] not in (0, None)) for r in records if r["arm"] == arm)}
