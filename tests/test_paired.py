@@ -162,6 +162,8 @@ def test_run_refuses_an_uncommitted_preregistration(tmp_path):
 def test_decide_all_marks_pairs_without_runs(tmp_path, monkeypatch):
     from benchmarks.learning import decisive
 
+    repo_root = decisive.REPO_ROOT
+
     spec = {"experiment": "x", "task": "synthetic", "path": "benchmarks/preregistered/x.yaml",
             "bench": {"eval_prompts": 2, "eval_samples": 2}, "results_dir": str(tmp_path / "res"),
             "families": {"trl": {"arms": {"hir": "hir_cla", "rl_cr": "rl_cr", "rl_ir": "rl_ir"}, "seeds": [0, 1]}}}
@@ -180,7 +182,20 @@ def test_decide_all_marks_pairs_without_runs(tmp_path, monkeypatch):
     assert cr["seeds"] == [0, 1] and cr["complete"] and cr["mean_diff_points"] == pytest.approx(50.0)
     assert cr["preregistration"] == prereg and cr["eval_completions"] == 4
     assert cr["decision"] in (paired.HIR_AHEAD, paired.NO_USEFUL_GAIN, paired.UNDECIDED)
-    assert by_pair[("hir_default", "rl_ir")]["decision"] == "not run"
+    not_run = by_pair[("hir_default", "rl_ir")]
+    assert not_run["decision"] == "not run" and not_run["preregistration"] == prereg
+    # with no run in either arm, the commit comes from git (none outside a checkout), never from records
+    spec["path"] = "benchmarks/preregistered/decisive-smollm2.yaml"
+    assert all(d["preregistration"] == {"path": spec["path"], "commit": None} and d["decision"] == "not run"
+               for d in decisive.decide_all([spec], bootstrap_reps=200))
+    if (repo_root / ".git").exists():
+        monkeypatch.setattr(decisive, "REPO_ROOT", repo_root)
+        log = subprocess.run(["git", "-C", str(repo_root), "log", "-1", "--format=%H", "--", spec["path"]],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        assert len(log) == 40
+        assert all(d["preregistration"]["commit"] == log for d in decisive.decide_all([spec], bootstrap_reps=200))
+        monkeypatch.setattr(decisive, "REPO_ROOT", Path("/"))
+    spec["path"] = prereg["path"]
     # before every pre-registered seed is in, the label says so
     spec["families"]["trl"]["seeds"] = [0, 1, 2]
     interim = decisive.decide_all([spec], bootstrap_reps=200)[0]

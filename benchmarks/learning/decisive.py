@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -204,6 +205,17 @@ def reestimation(spec: dict[str, Any], registered_diffs: Sequence[float], added:
             "max_seeds_per_arm": clause["max_seeds_per_arm"], "seeds_added": list(added)}
 
 
+def committed_at(path: str) -> str | None:
+    """The last commit that changed the repository-relative ``path`` (what a run records as its pre-registration's
+    commit, see ``run.preregistration_of``); ``None`` outside a git checkout or for a file never committed."""
+    try:
+        done = subprocess.run(["git", "-C", str(REPO_ROOT), "log", "-1", "--format=%H", "--", path],
+                              capture_output=True, text=True)
+    except OSError:  # no git
+        return None
+    return (done.stdout.strip() or None) if done.returncode == 0 else None
+
+
 def decide_all(specs: Sequence[dict[str, Any]], bootstrap_reps: int = 10_000) -> list[dict[str, Any]]:
     """One decision object per (task, family, pair) of every pre-registration, from the records found so far.
 
@@ -225,7 +237,8 @@ def decide_all(specs: Sequence[dict[str, Any]], bootstrap_reps: int = 10_000) ->
                     "baseline_arm": base_role, "methods": {"hir": hir_method, "baseline": base_method},
                     "seeds": common, "seeds_preregistered": registered, "complete": set(registered) <= set(common),
                     "eval_completions": spec["bench"]["eval_prompts"] * spec["bench"]["eval_samples"],
-                    "preregistration": {"path": spec["path"], "commit": commits[0] if len(commits) == 1 else commits},
+                    "preregistration": {"path": spec["path"], "commit": commits[0] if len(commits) == 1 else
+                                        commits or committed_at(spec["path"])},
                 }
                 if len(common) < 2:
                     item.update(decision="not run" if not common else "too few seeds", mean_diff_points=None,
