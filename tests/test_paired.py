@@ -161,6 +161,7 @@ def test_run_refuses_an_uncommitted_preregistration(tmp_path):
 
 def test_decide_all_marks_pairs_without_runs(tmp_path, monkeypatch):
     from benchmarks.learning import decisive
+    from benchmarks.learning import run as run_module
 
     repo_root = decisive.REPO_ROOT
 
@@ -186,10 +187,12 @@ def test_decide_all_marks_pairs_without_runs(tmp_path, monkeypatch):
     assert not_run["decision"] == "not run" and not_run["preregistration"] == prereg
     # with no run in either arm, the commit comes from git (none outside a checkout), never from records
     spec["path"] = "benchmarks/preregistered/decisive-smollm2.yaml"
+    monkeypatch.setattr(run_module, "REPO_ROOT", Path("/"))
     assert all(d["preregistration"] == {"path": spec["path"], "commit": None} and d["decision"] == "not run"
                for d in decisive.decide_all([spec], bootstrap_reps=200))
     if (repo_root / ".git").exists():
         monkeypatch.setattr(decisive, "REPO_ROOT", repo_root)
+        monkeypatch.setattr(run_module, "REPO_ROOT", repo_root)
         log = subprocess.run(["git", "-C", str(repo_root), "log", "-1", "--format=%H", "--", spec["path"]],
                              capture_output=True, text=True, check=True).stdout.strip()
         assert len(log) == 40

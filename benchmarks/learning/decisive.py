@@ -208,12 +208,12 @@ def reestimation(spec: dict[str, Any], registered_diffs: Sequence[float], added:
 def committed_at(path: str) -> str | None:
     """The last commit that changed the repository-relative ``path`` (what a run records as its pre-registration's
     commit, see ``run.preregistration_of``); ``None`` outside a git checkout or for a file never committed."""
+    from benchmarks.learning import run
+
     try:
-        done = subprocess.run(["git", "-C", str(REPO_ROOT), "log", "-1", "--format=%H", "--", path],
-                              capture_output=True, text=True)
-    except OSError:  # no git
+        return run.last_commit(path) or None
+    except (OSError, subprocess.CalledProcessError):  # no git, or not a checkout
         return None
-    return (done.stdout.strip() or None) if done.returncode == 0 else None
 
 
 def decide_all(specs: Sequence[dict[str, Any]], bootstrap_reps: int = 10_000) -> list[dict[str, Any]]:

@@ -365,6 +365,15 @@ def _git(*args: str) -> str:
                           check=True).stdout.strip()
 
 
+def last_commit(path: str) -> str:
+    """The last commit that changed the repository-relative ``path`` ("" if none).
+
+    Raises:
+        subprocess.CalledProcessError: git failed (for example, not a git checkout).
+    """
+    return _git("log", "-1", "--format=%H", "--", path)
+
+
 def preregistration_of(bench: BenchConfig) -> dict[str, str] | None:
     """``{"path", "commit"}`` of the run's pre-registration: the last commit that changed the file.
 
@@ -378,7 +387,7 @@ def preregistration_of(bench: BenchConfig) -> dict[str, str] | None:
     if not path.is_file():
         raise RuntimeError(f"pre-registration {bench.preregistration} does not exist")
 
-    commit = _git("log", "-1", "--format=%H", "--", bench.preregistration)
+    commit = last_commit(bench.preregistration)
     if not commit or _git("status", "--porcelain", "--", bench.preregistration):
         raise RuntimeError(f"pre-registration {bench.preregistration} is not committed as it is: commit it before "
                            "any of its runs start")
