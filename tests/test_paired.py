@@ -250,6 +250,10 @@ def test_reestimation_seeds_join_the_decision_after_the_registered_ones(tmp_path
     assert re["sd_registered_points"] == pytest.approx(paired.t_interval([25.0, 50.0])["sd"])
     assert re["seeds_needed"] == paired.seeds_for_half_width(re["sd_registered_points"], 1.5)
     assert "2 of 2 + 1 re-estimation" in decisive._markdown([cr])
+    # the re-estimation asked for more seeds than the 3 in, up to its cap of 4: the decision may still change
+    assert re["seeds_needed"] > 3 and not decisive.all_final([cr])
+    assert "decisions so far" in decisive._markdown([cr]) and not decisive.all_final([early])
+    assert decisive.all_final([{**cr, "reestimation": {**re, "seeds_needed": 3}}])
     # the per-constraint report pairs the same seeds as the decision
     monkeypatch.setattr(decisive, "held_out_kinds", lambda spec: {"p0": ["a", "b"], "p1": ["a", "b"]})
     report = decisive.constraints_all([spec])[0]
