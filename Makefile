@@ -95,12 +95,12 @@ test-deepspeed-cpu: $(DEEPSPEED_VENV)/.installed-deepspeed
 test-judge-real: $(JUDGE_VENV)/.installed-judge
 	$(JUDGE_VENV)/bin/python -m pytest -s -m judge_real tests/test_judge_real.py
 
+# ruff check only (no ruff format): the tree is kept ruff-check clean, and `make style` leaves it unchanged.
 style: install-dev
-	$(BIN)/ruff format hir_trl tests
-	$(BIN)/ruff check --fix hir_trl tests
+	$(BIN)/ruff check --fix hir_trl tests benchmarks scripts
 
 quality: install-dev
-	$(BIN)/ruff check hir_trl tests
+	$(BIN)/ruff check hir_trl tests benchmarks scripts
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) $(DEEPSPEED_VENV) $(JUDGE_VENV) outputs .pytest_cache

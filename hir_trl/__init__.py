@@ -7,7 +7,7 @@ from .rewards import ConstraintReward, VerdictMatrix
 from .trainer import HiRTrainer
 from .verifiers import register_verifier
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "ConstraintReward",
