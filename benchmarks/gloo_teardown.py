@@ -1,7 +1,7 @@
 """Stress check of `HiRTrainer.end` on two gloo (CPU) ranks: how often a rank hangs or aborts at teardown, with
 `GLOO_TEARDOWN_PAUSE_SECONDS` as shipped ("pause") and set to 0 ("none").
 
-    python -m benchmarks.gloo_teardown --runs 12 --out benchmarks/results-gloo-teardown
+    python -m benchmarks.gloo_teardown --runs 12 --out benchmarks/experiments/gloo-teardown
 
 Builds a tiny model (`hir_trl.tiny`), then launches ``2 x runs`` two-rank `torchrun` jobs, alternating the arms so
 that both see the same machine load. Each job trains 2 steps on the tiny listing sample, calls ``trainer.end()`` and
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=12, help="jobs per arm")
     parser.add_argument("--timeout", type=float, default=90.0, help="seconds before a job counts as hung")
-    parser.add_argument("--out", default="benchmarks/results-gloo-teardown")
+    parser.add_argument("--out", default="benchmarks/experiments/gloo-teardown")
     parser.add_argument("--worker", metavar="MODEL", help=argparse.SUPPRESS)
     parser.add_argument("--arm", choices=["pause", "none"], default="pause", help=argparse.SUPPRESS)
     cli = parser.parse_args(argv)

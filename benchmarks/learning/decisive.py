@@ -1,22 +1,27 @@
 """The decisive experiment: pre-registered arms, seeds and evaluation size, run and decided by paired intervals.
 
-A pre-registration file (``benchmarks/preregistered/decisive-<task>.yaml``) fixes, before any of its runs start,
-the task, the settings every arm shares (`benchmarks.learning.run.BenchConfig`), the arms of each family, the seeds,
-the evaluation size and the decision rule. ``run`` executes it through the learning benchmark's harness (each run
-record names the commit of its pre-registration, and finished records are reused, so an interrupted run resumes);
-``decide`` turns every pre-registration's records into ``benchmarks/results-decisive/decision.json``: one object per
-(task, family, pair) with the paired differences, their 95% t-interval and the decision
-(`benchmarks.learning.paired.decide`), plus the bootstrap over seeds and prompts and the budget comparisons.
+A pre-registration file (``benchmarks/experiments/decisive-<task>/preregistration.yaml``) fixes, before any of its
+runs start, the task, the settings every arm shares (`benchmarks.learning.run.BenchConfig`), the arms of each family,
+the seeds, the evaluation size and the decision rule. ``run`` executes it through the learning benchmark's harness
+into the pre-registration's folder (each run record names the commit of its pre-registration; finished records,
+packed or loose, are reused, so an interrupted run resumes); ``decide`` turns every pre-registration's records into
+its entries of ``benchmarks/experiments/decision.json``: one object per (task, family, pair) with the paired
+differences, their 95% t-interval and the decision (`benchmarks.learning.paired.decide`), plus the bootstrap over
+seeds and prompts and the budget comparisons. The pairs are the pre-registered ones (HiR arm minus RL-CR, HiR arm
+minus RL-IR) and, by the same rule but not pre-registered, RL-CR minus RL-IR: what the graded reward alone gives.
 
 Usage (from the repository root)::
 
-    python -m benchmarks.learning.decisive run benchmarks/preregistered/decisive-synthetic.yaml --family trl
-    python -m benchmarks.learning.decisive run benchmarks/preregistered/decisive-synthetic.yaml --family trl \\
-        --arms hir,rl_cr --seeds 0,1                      # a subset, in the pre-registered settings
-    python -m benchmarks.learning.decisive run benchmarks/preregistered/decisive-synthetic.yaml --family trl \\
-        --seeds 12,13                                     # re-estimation seeds, once the registered ones are in
-    python -m benchmarks.learning.decisive decide         # decision.json and decision.md from every record so far
-    python -m benchmarks.learning.decisive constraints    # constraints.json / .md: each pair per constraint kind
+    python -m benchmarks.learning.decisive run benchmarks/experiments/decisive-synthetic/preregistration.yaml \\
+        --family trl
+    python -m benchmarks.learning.decisive run benchmarks/experiments/decisive-synthetic/preregistration.yaml \\
+        --family trl --arms hir,rl_cr --seeds 0,1         # a subset, in the pre-registered settings
+    python -m benchmarks.learning.decisive run benchmarks/experiments/decisive-synthetic/preregistration.yaml \\
+        --family trl --seeds 12,13                        # re-estimation seeds, once the registered ones are in
+    python -m benchmarks.learning.decisive decide         # the decisive entries of decision.json, from every record
+    python -m benchmarks.learning.decisive constraints    # constraints.json: each pair per constraint kind
+    python -m benchmarks.learning.decisive rows benchmarks/experiments/decisive-smollm2/preregistration.yaml \\
+        --out rows.jsonl                                  # the real task's training rows, without the model
 """
 
 from __future__ import annotations
@@ -34,12 +39,16 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from benchmarks.learning import paired  # noqa: E402
+from benchmarks.learning import paired, records  # noqa: E402
 
-PREREGISTERED = REPO_ROOT / "benchmarks" / "preregistered"
-DECISION_DIR = REPO_ROOT / "benchmarks" / "results-decisive"
+#: The pre-registrations ``decide`` and ``constraints`` read by default.
+DECISIVE_GLOB = "decisive-*/" + records.PREREGISTRATION_FILE
 #: The comparisons every family is decided on: (HiR arm, baseline arm), by the arm roles of the pre-registration.
 PAIRS = (("hir", "rl_cr"), ("hir", "rl_ir"))
+#: Decided by the same rule, not pre-registered: the graded reward's gain over the binary one, without replays.
+EXTRA_PAIRS = (("rl_cr", "rl_ir"),)
+#: How a decision names the first arm of a pair that is not HiR (the rule's labels say "HiR ahead").
+ROLE_LABELS = {"rl_cr": "RL-CR", "rl_ir": "RL-IR"}
 #: The `BenchConfig` fields a run of a pre-registration may set itself: how runs are scheduled, not what they do.
 SCHEDULING = ("jobs", "threads", "device", "save_every")
 #: The name of each family's HiR arm in decision.json.
@@ -64,7 +73,7 @@ def load_preregistration(path: str | Path) -> dict[str, Any]:
 
     path = Path(path).resolve()
     spec = yaml.safe_load(path.read_text())
-    for key in ("experiment", "task", "bench", "families", "decision_rule", "results_dir"):
+    for key in ("experiment", "task", "bench", "families", "decision_rule"):
         if key not in spec:
             raise ValueError(f"{path}: missing key {key!r}")
     for family, entry in spec["families"].items():
@@ -81,6 +90,7 @@ def load_preregistration(path: str | Path) -> dict[str, Any]:
             raise ValueError(f"{path}: reestimation: missing {sorted(missing)}")
         spec["reestimation"] = dict(reestimation)
     spec["path"] = str(path.relative_to(REPO_ROOT))
+    spec["folder"] = path.parent  # the experiment's folder: its records and report (not the older results_dir key)
     return spec
 
 
@@ -148,11 +158,11 @@ def run(spec: dict[str, Any], family: str, roles: Sequence[str] | None = None, s
         raise ValueError(f"seeds {unknown} are neither pre-registered nor re-estimation seeds for {family!r} "
                          f"arms {roles}")
     if extra:
-        runs = paired.load_runs(REPO_ROOT / spec["results_dir"] / "runs")
+        runs = paired.load_runs(spec["folder"])
         missing = []
         for role in roles:
             own = registered_seeds(entry, role)
-            found = {r["seed"] for r in _records_of(runs, entry["arms"][role], spec["path"], own)}
+            found = {r["seed"] for r in _records_of(runs, entry["arms"][role], spec, own)}
             missing += [(role, seed) for seed in own if seed not in found]
         if missing:
             raise ValueError(f"re-estimation seeds {extra} run only once every pre-registered seed is in; missing "
@@ -160,15 +170,17 @@ def run(spec: dict[str, Any], family: str, roles: Sequence[str] | None = None, s
     methods = [entry["arms"][role] for role in roles]
     bench = bench_config(spec, methods, seeds, **scheduling)
     kwargs = {"cache_root": cache_root} if cache_root else {}
-    run_all(bench, task_config(spec), REPO_ROOT / spec["results_dir"],
+    run_all(bench, task_config(spec), spec["folder"], report=False,
             log=lambda s: print(time.strftime("%H:%M:%S"), s, flush=True), **kwargs)
 
 
-def _records_of(runs: dict[str, list[dict[str, Any]]], method: str, path: str, seeds: Sequence[int]
+def _records_of(runs: dict[str, list[dict[str, Any]]], method: str, spec: dict[str, Any], seeds: Sequence[int]
                 ) -> list[dict[str, Any]]:
-    """The records of ``method`` that follow the pre-registration at ``path``, for its registered ``seeds``."""
+    """The records of ``method`` that follow the pre-registration ``spec`` (at its path now or its former one,
+    `records.preregistration_paths`), for its registered ``seeds``."""
+    paths = records.preregistration_paths(spec)
     return [r for r in runs.get(method, [])
-            if (r.get("preregistration") or {}).get("path") == path and r["seed"] in seeds]
+            if (r.get("preregistration") or {}).get("path") in paths and r["seed"] in seeds]
 
 
 def _pair_records(spec: dict[str, Any], runs: dict[str, list[dict[str, Any]]], family: str, hir_role: str,
@@ -179,7 +191,7 @@ def _pair_records(spec: dict[str, Any], runs: dict[str, list[dict[str, Any]]], f
     entry = spec["families"][family]
     registered = sorted(set(registered_seeds(entry, hir_role)) & set(registered_seeds(entry, base_role)))
     extra = reestimation_seeds(spec, family)
-    hir_runs, base_runs = (_records_of(runs, entry["arms"][role], spec["path"], registered + extra)
+    hir_runs, base_runs = (_records_of(runs, entry["arms"][role], spec, registered + extra)
                            for role in (hir_role, base_role))
     if not set(registered) <= {r["seed"] for r in hir_runs} & {r["seed"] for r in base_runs}:
         hir_runs, base_runs = ([r for r in rs if r["seed"] in registered] for rs in (hir_runs, base_runs))
@@ -221,23 +233,30 @@ def decide_all(specs: Sequence[dict[str, Any]], bootstrap_reps: int = 10_000) ->
 
     A pair with no common seed gets ``decision: "not run"``, with one ``"too few seeds"`` (no interval);
     ``complete`` says whether every pre-registered seed is in. Once it is, the rule is applied to every seed run,
-    re-estimation seeds included (``reestimation`` says which, and why they were needed).
+    re-estimation seeds included (``reestimation`` says which, and why they were needed). Each object names its
+    ``experiment`` and whether its pair is pre-registered (``pair_preregistered``: false for `EXTRA_PAIRS`, whose
+    first arm is ``hir_arm`` and whose decision names that arm, "RL-CR ahead"); ``preregistration`` names the path
+    and commit the records name (``git show COMMIT:PATH`` reads it).
     """
     out = []
     for spec in specs:
-        runs = paired.load_runs(REPO_ROOT / spec["results_dir"] / "runs")
+        runs = paired.load_runs(spec["folder"])
         for family, entry in spec["families"].items():
-            for hir_role, base_role in PAIRS:
+            for hir_role, base_role in PAIRS + EXTRA_PAIRS:
                 hir_method, base_method = entry["arms"][hir_role], entry["arms"][base_role]
                 registered, extra, hir_runs, base_runs = _pair_records(spec, runs, family, hir_role, base_role)
                 common, hir_common, base_common = _common_runs(hir_runs, base_runs)
                 commits = sorted({r["preregistration"]["commit"] for r in hir_runs + base_runs})
+                named = sorted({r["preregistration"]["path"] for r in hir_runs + base_runs})
                 item: dict[str, Any] = {
-                    "task": spec["task"], "family": family, "hir_arm": HIR_ARM_NAMES.get(family, hir_role),
+                    "experiment": spec["experiment"], "pair_preregistered": (hir_role, base_role) in PAIRS,
+                    "task": spec["task"], "family": family,
+                    "hir_arm": HIR_ARM_NAMES.get(family, hir_role) if hir_role == "hir" else hir_role,
                     "baseline_arm": base_role, "methods": {"hir": hir_method, "baseline": base_method},
                     "seeds": common, "seeds_preregistered": registered, "complete": set(registered) <= set(common),
                     "eval_completions": spec["bench"]["eval_prompts"] * spec["bench"]["eval_samples"],
-                    "preregistration": {"path": spec["path"], "commit": commits[0] if len(commits) == 1 else
+                    "preregistration": {"path": named[0] if len(named) == 1 else spec["path"],
+                                        "commit": commits[0] if len(commits) == 1 else
                                         commits or committed_at(spec["path"])},
                 }
                 if len(common) < 2:
@@ -246,6 +265,8 @@ def decide_all(specs: Sequence[dict[str, Any]], bootstrap_reps: int = 10_000) ->
                     out.append(item)
                     continue
                 result = paired.compare(hir_common, base_common, bootstrap_reps=bootstrap_reps)
+                if hir_role != "hir":
+                    result["decision"] = result["decision"].replace("HiR", ROLE_LABELS[hir_role])
                 item.update(
                     eval_completions=result["eval_completions"] or item["eval_completions"],
                     mean_diff_points=result["t"]["mean"], ci95_low=result["t"]["low"], ci95_high=result["t"]["high"],
@@ -290,7 +311,8 @@ def _markdown(decisions: Sequence[dict[str, Any]]) -> str:
     lines = [f"# Decisive experiment: {title}", "",
              "Rule (pre-registered): 95% t-interval of the mean paired difference in final held-out ILA (points), "
              "HiR arm minus baseline: lower bound > 0 -> HiR ahead; upper bound < +1 -> no useful gain; otherwise "
-             "undecided. Generated by `python -m benchmarks.learning.decisive decide`.", "",
+             "undecided. RL-CR minus RL-IR (not pre-registered) follows the same rule. Generated by "
+             "`python -m benchmarks.learning.experiments report` from `decision.json`.", "",
              "| task | family | HiR arm | baseline | seeds (of pre-registered) | completions per eval | mean diff | 95% CI "
              "| bootstrap 95% (seeds x prompts) | decision | AUC vs tokens diff | HiR tokens to baseline's final / "
              "baseline's |", "|" + "---|" * 12]
@@ -323,17 +345,22 @@ def _markdown(decisions: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _write_report(out_dir: Path, name: str, data: list[dict[str, Any]], markdown: str) -> list[dict[str, Any]]:
-    """``<out_dir>/<name>.json`` and ``<name>.md``; returns ``data``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"{name}.json").write_text(json.dumps(data, indent=2) + "\n")
-    (out_dir / f"{name}.md").write_text(markdown)
-    return data
-
-
-def write_decisions(specs: Sequence[dict[str, Any]], out_dir: Path = DECISION_DIR) -> list[dict[str, Any]]:
+def write_decisions(specs: Sequence[dict[str, Any]], path: Path = records.DECISION_FILE) -> list[dict[str, Any]]:
+    """Recompute the entries of ``specs`` and put them into ``decision.json`` in place of their old ones; returns
+    the new entries."""
     decisions = decide_all(specs)
-    return _write_report(out_dir, "decision", decisions, _markdown(decisions))
+    records.upsert_decisions([spec["experiment"] for spec in specs], decisions, path)
+    return decisions
+
+
+def report_markdown(experiment: str, decisions: Sequence[dict[str, Any]], constraints: Sequence[dict[str, Any]]
+                    ) -> str:
+    """The report of one decisive experiment: its decisions (`decision.json`'s entries) and, where measured, each
+    pair per constraint kind (its ``constraints.json``)."""
+    text = _markdown([d for d in decisions if d.get("experiment") == experiment])
+    if constraints:
+        text += "\n" + _constraints_markdown(constraints).replace("# Decisive experiment: f", "## F", 1)
+    return text.replace("# Decisive experiment: ", f"# {experiment}: ", 1)
 
 
 def held_out_kinds(spec: dict[str, Any]) -> dict[str, list[str]]:
@@ -382,9 +409,10 @@ def _constraints_markdown(reports: Sequence[dict[str, Any]]) -> str:
     lines = ["# Decisive experiment: final held-out pass rate per constraint kind", "",
              "Per pair, the mean over seeds of each arm's pass rate (points) and the paired difference, HiR arm minus "
              "baseline, with its 95% t-interval over seeds. Not part of the decision rule: it says where a "
-             "difference in ILA comes from. Generated by `python -m benchmarks.learning.decisive constraints`.", ""]
+             "difference in ILA comes from. From `constraints.json` (`python -m benchmarks.learning.decisive "
+             "constraints`).", ""]
     for rep in reports:
-        lines += [f"## {rep['task']} / {rep['family']}: {rep['hir_arm']} vs {rep['baseline_arm']}", "",
+        lines += [f"### {rep['task']} / {rep['family']}: {rep['hir_arm']} vs {rep['baseline_arm']}", "",
                   "| constraint kind | seeds | HiR arm | baseline | difference | 95% CI |", "|---|---|---|---|---|---|"]
         for kind, k in rep["kinds"].items():
             lines.append(f"| `{kind}` | {len(k['seeds'])} | {k['a']:.1f} | {k['b']:.1f} | {k['t']['mean']:+.1f} | "
@@ -413,9 +441,28 @@ def _trajectory_markdown(rep: dict[str, Any]) -> list[str]:
     return lines
 
 
-def write_constraints(specs: Sequence[dict[str, Any]], out_dir: Path = DECISION_DIR) -> list[dict[str, Any]]:
-    reports = constraints_all(specs)
-    return _write_report(out_dir, "constraints", reports, _constraints_markdown(reports))
+CONSTRAINTS_FILE = "constraints.json"
+
+
+def write_constraints(specs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``constraints.json`` in each experiment's folder (`constraints_all`); returns every report."""
+    out = []
+    for spec in specs:
+        reports = constraints_all([spec])
+        (spec["folder"] / CONSTRAINTS_FILE).write_text(json.dumps(reports, indent=1) + "\n")
+        out += reports
+    return out
+
+
+def write_rows(spec: dict[str, Any], out: Path) -> int:
+    """The real task's training rows of a pre-registration (``rl_prompts.jsonl``: exactly what its runs train on),
+    built without the model; returns how many."""
+    from benchmarks.learning.real_task import build_rows
+
+    built = build_rows(task_config(spec))["rl"]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(json.dumps(row) + "\n" for row in built))
+    return len(built)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -432,14 +479,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     run_parser.add_argument("--save-every", type=int, default=None,
                             help="a resumable checkpoint every N optimizer steps: an interrupted run resumes from it")
     run_parser.add_argument("--cache-dir", type=Path, default=None)
-    decide_parser = sub.add_parser("decide", help="write decision.json / decision.md from the records so far")
+    decide_parser = sub.add_parser("decide", help="the decisive entries of decision.json from the records so far")
     decide_parser.add_argument("preregistrations", nargs="*", type=Path,
-                               help="default: every benchmarks/preregistered/decisive-*.yaml")
-    constraints_parser = sub.add_parser("constraints", help="write constraints.json / constraints.md: each pair's "
+                               help=f"default: every benchmarks/experiments/{DECISIVE_GLOB}")
+    constraints_parser = sub.add_parser("constraints", help="write each experiment's constraints.json: each pair's "
                                         "final pass rate per constraint kind")
     constraints_parser.add_argument("preregistrations", nargs="*", type=Path,
-                                    help="default: every benchmarks/preregistered/decisive-*.yaml")
+                                    help=f"default: every benchmarks/experiments/{DECISIVE_GLOB}")
+    rows_parser = sub.add_parser("rows", help="write a pre-registration's training rows (rl_prompts.jsonl) without "
+                                 "the model")
+    rows_parser.add_argument("preregistration", type=Path)
+    rows_parser.add_argument("--out", type=Path, required=True)
     ns = parser.parse_args(argv)
+    if ns.command == "rows":
+        count = write_rows(load_preregistration(ns.preregistration), ns.out)
+        print(json.dumps({"rows": count, "out": str(ns.out)}))
+        return
     if ns.command == "run":
         spec = load_preregistration(ns.preregistration)
         if ns.family not in spec["families"]:
@@ -454,7 +509,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         except ValueError as error:  # a seed or arm the pre-registration does not allow: one line, no traceback
             parser.error(str(error))
         return
-    paths = ns.preregistrations or sorted(PREREGISTERED.glob("decisive-*.yaml"))
+    paths = ns.preregistrations or sorted(records.EXPERIMENTS.glob(DECISIVE_GLOB))
     if ns.command == "constraints":
         for rep in write_constraints([load_preregistration(p) for p in paths]):
             worst = min(rep["kinds"].items(), key=lambda item: item[1]["t"]["mean"])

@@ -1,9 +1,9 @@
-"""The ended-replays round (``benchmarks/preregistered/ended-replays-paper-synthetic.yaml``): under the paper's
+"""The ended-replays round (``benchmarks/experiments/ended-replays-paper-synthetic/``): under the paper's
 objective (Reinforce++, KL, binary ILA reward, replays as rows of their group), does HiR learn better when only
 completions that ended may be replayed (``replay_truncated_completions=False``, hir-trl's default) than when any
 failure may be, a cut-off one too (the paper's)?
 
-The records of the round (``results_dir`` of the pre-registration, method ``hir_paper_rpp`` with the override) are
+The records of the round (its experiment folder, method ``hir_paper_rpp`` with the override) are
 paired by seed with the decisive synthetic experiment's paper-family ``hir_paper_rpp`` (any failure) and
 ``rl_cr_rpp`` records, and the pre-registered rules are applied to the 95% t-interval of the mean paired difference
 in final held-out ILA, in points:
@@ -16,7 +16,7 @@ in final held-out ILA, in points:
 
 Usage::
 
-    python -m benchmarks.learning.ended_replays   # writes benchmarks/results-decisive/ended-replays-paper/decision.*
+    python -m benchmarks.learning.ended_replays   # its entry of benchmarks/experiments/decision.json, and report.md
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.learning import one_round, paired
+from benchmarks.learning import one_round, paired, records
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-PREREGISTRATION = REPO_ROOT / "benchmarks" / "preregistered" / "ended-replays-paper-synthetic.yaml"
-DECISIVE = REPO_ROOT / "benchmarks" / "preregistered" / "decisive-synthetic.yaml"
+PREREGISTRATION = records.experiment_dir("ended-replays-paper-synthetic") / records.PREREGISTRATION_FILE
+DECISIVE = one_round.DECISIVE
 
 HELPS, HURTS, UNCHANGED = "ended-only replays help", "ended-only replays hurt", "unchanged within the noise"
 #: Held-out evaluation fields compared by the mechanism report: (record key, scale to report units).
@@ -87,8 +87,8 @@ def check(ended: Sequence[dict[str, Any]], any_failure: Sequence[dict[str, Any]]
     in_seeds = [r for r in ended if r["seed"] in seeds]
     # generated tokens per step as the profiler counted them (every generate call's completions), not the logged
     # hir/generated_tokens, which the code the round's runs come from undercounts under replay_shortfall "resample"
-    for arm, records in (("ended", in_seeds), ("any_failure", [r for r in any_failure if r["seed"] in out["seeds"]])):
-        steps = [step["generated_tokens"] for r in records if r["seed"] in out["seeds"] for step in r["steps"]]
+    for arm, runs in (("ended", in_seeds), ("any_failure", [r for r in any_failure if r["seed"] in out["seeds"]])):
+        steps = [step["generated_tokens"] for r in runs if r["seed"] in out["seeds"] for step in r["steps"]]
         out["per_step"][arm]["generated_tokens"] = sum(steps) / len(steps) if steps else 0.0
     out["versus_rl_cr"] = one_round.versus_baseline(in_seeds, rl_cr, seeds, out["complete"], bootstrap_reps)
     out["truncation"] = truncation(in_seeds, [r for r in any_failure if r["seed"] in seeds])

@@ -1,7 +1,7 @@
-"""The one-round learning check (``benchmarks/preregistered/one-round-synthetic.yaml``): does HiR default learn as well
+"""The one-round learning check (``benchmarks/experiments/one-round-synthetic/``): does HiR default learn as well
 with ``replay_shortfall="pad"`` (never a second generation call) as with the paper's ``"resample"``?
 
-The records of the check (``results_dir`` of the pre-registration, method ``hir_cla`` with the override) are paired by
+The records of the check (its experiment folder, method ``hir_cla`` with the override) are paired by
 seed with the ``hir_cla`` records of the decisive synthetic experiment (``resample``), and the pre-registered rule is
 applied to the 95% t-interval of the mean paired difference in final held-out ILA, pad minus resample, in points:
 upper bound < 0 -> "pad learns worse"; lower bound > 0 -> "pad learns better"; otherwise "unchanged within the noise".
@@ -9,23 +9,23 @@ Beside it: the area under ILA against generated tokens, and the replay and paddi
 
 Usage::
 
-    python -m benchmarks.learning.one_round        # writes benchmarks/results-decisive/one-round/decision.{json,md}
+    python -m benchmarks.learning.one_round     # its entry of benchmarks/experiments/decision.json, and report.md
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.learning import paired
+from benchmarks.learning import paired, records
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-PREREGISTRATION = REPO_ROOT / "benchmarks" / "preregistered" / "one-round-synthetic.yaml"
-BASELINE_RUNS = REPO_ROOT / "benchmarks" / "results-decisive" / "synthetic" / "runs"
+REPO_ROOT = records.REPO_ROOT
+PREREGISTRATION = records.experiment_dir("one-round-synthetic") / records.PREREGISTRATION_FILE
+DECISIVE = records.experiment_dir("decisive-synthetic") / records.PREREGISTRATION_FILE
+BASELINE_RUNS = records.experiment_dir("decisive-synthetic")
 
 WORSE, BETTER, UNCHANGED = "pad learns worse", "pad learns better", "unchanged within the noise"
 
@@ -106,7 +106,7 @@ def versus_baseline(records: Sequence[dict[str, Any]], baseline: Sequence[dict[s
 
 def round_markdown(out: dict[str, Any], title: str, module: str, keys: tuple[str, str], names: tuple[str, str]
                    ) -> list[str]:
-    """The head of a round's ``decision.md`` that has an RL-CR comparison (`versus_baseline`): title, pre-registration,
+    """The head of a round's ``report.md`` that has an RL-CR comparison (`versus_baseline`): title, pre-registration,
     the per-seed table (variant, baseline, RL-CR) and the primary, secondary and area lines. ``keys`` are `check`'s
     ``labels``; ``names`` how the text calls the variant and its baseline (e.g. ``("achieved", "drop")``)."""
     rl, (a_name, b_name) = out["versus_rl_cr"], names
@@ -178,11 +178,12 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preregistration", type=Path, default=PREREGISTRATION)
-    parser.add_argument("--baseline-runs", type=Path, default=BASELINE_RUNS)
+    parser.add_argument("--baseline-runs", type=Path, default=BASELINE_RUNS, help="the experiment folder of the "
+                        "resample records")
     ns = parser.parse_args(argv)
     spec = yaml.safe_load(ns.preregistration.read_text())
-    results_dir = REPO_ROOT / spec["results_dir"]
-    pad = paired.load_runs(results_dir / "runs").get(spec["arm"], [])
+    results_dir = ns.preregistration.resolve().parent
+    pad = paired.load_runs(results_dir).get(spec["arm"], [])
     resample = paired.load_runs(ns.baseline_runs).get(spec["arm"], [])
     write_decision(check(pad, resample, spec["seeds"]), ns.preregistration, pad, results_dir, _markdown)
 
@@ -206,26 +207,36 @@ def round_records(preregistration: Path, decisive: Path, family: str
 
     spec = yaml.safe_load(preregistration.read_text())
     decisive_spec = yaml.safe_load(decisive.read_text())
-    decisive_path = str(decisive.resolve().relative_to(REPO_ROOT))
-    results_dir = REPO_ROOT / spec["results_dir"]
-    variant = paired.load_runs(results_dir / "runs").get(spec["arm"], [])
-    base = paired.load_runs(REPO_ROOT / decisive_spec["results_dir"] / "runs")
+    decisive_paths = records.preregistration_paths(
+        {"path": str(decisive.resolve().relative_to(REPO_ROOT)), "experiment": decisive_spec["experiment"]})
+    results_dir = preregistration.resolve().parent
+    variant = paired.load_runs(results_dir).get(spec["arm"], [])
+    base = paired.load_runs(decisive.resolve().parent)
     arms = decisive_spec["families"][family]["arms"]
     hir, rl_cr = ([r for r in base.get(arms[role], [])
-                   if (r.get("preregistration") or {}).get("path") == decisive_path] for role in ("hir", "rl_cr"))
+                   if (r.get("preregistration") or {}).get("path") in decisive_paths] for role in ("hir", "rl_cr"))
     return spec, results_dir, variant, hir, rl_cr
 
 
-def write_decision(out: dict[str, Any], preregistration: Path, records: Sequence[dict[str, Any]], results_dir: Path,
+def write_decision(out: dict[str, Any], preregistration: Path, runs: Sequence[dict[str, Any]], results_dir: Path,
                    markdown: Callable[[dict[str, Any]], str]) -> None:
-    """Name the pre-registration (path, and the commit its ``records`` name) in ``out``, write
-    ``results_dir/decision.json`` and ``decision.md`` and print the markdown."""
-    commits = sorted({r["preregistration"]["commit"] for r in records})
-    out["preregistration"] = {"path": str(preregistration.resolve().relative_to(REPO_ROOT)),
-                              "commit": commits[0] if len(commits) == 1 else commits}
-    (results_dir / "decision.json").write_text(json.dumps(out, indent=1) + "\n")
-    (results_dir / "decision.md").write_text(markdown(out))
+    """Name the experiment and the pre-registration (the path and commit its ``runs`` name) in ``out``, put it into
+    ``benchmarks/experiments/decision.json`` in place of the experiment's old entry, write ``results_dir/report.md``
+    and print it."""
+    import yaml
+
+    commits = sorted({r["preregistration"]["commit"] for r in runs})
+    named = sorted({r["preregistration"]["path"] for r in runs})
+    experiment = yaml.safe_load(preregistration.read_text())["experiment"]
+    out = {"experiment": experiment, **out,
+           "preregistration": {"path": named[0] if len(named) == 1 else str(preregistration.resolve().relative_to(
+               REPO_ROOT)), "commit": commits[0] if len(commits) == 1 else commits}}
+    records.upsert_decisions([experiment], [out])
+    (results_dir / REPORT_FILE).write_text(markdown(out))
     print(markdown(out))
+
+
+REPORT_FILE = "report.md"
 
 
 if __name__ == "__main__":

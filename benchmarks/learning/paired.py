@@ -12,24 +12,25 @@ per completion, a character per constraint). Two arms run with the same seeds ar
   by the budget, over the budget both runs of a seed reached (the mean ILA over that budget, in points), paired by
   seed like the final ILA.
 
-Decision rule (pre-registered in ``benchmarks/preregistered/*.yaml``), on the 95% t-interval [lo, hi] of the mean
+Decision rule (pre-registered in ``benchmarks/experiments/*/preregistration.yaml``), on the 95% t-interval [lo, hi] of the mean
 paired difference in final held-out ILA, in points: ``lo > 0`` -> "HiR ahead"; else ``hi < +1`` -> "no useful gain";
 else "undecided".
 
 Usage::
 
-    python -m benchmarks.learning.paired benchmarks/results-decisive/synthetic/runs --pair hir_cla:rl_cr
+    python -m benchmarks.learning.paired benchmarks/experiments/decisive-synthetic --pair hir_cla:rl_cr
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from benchmarks.learning import records
 
 #: Decision labels, in the order of the rule.
 HIR_AHEAD, NO_USEFUL_GAIN, UNDECIDED = "HiR ahead", "no useful gain", "undecided"
@@ -357,18 +358,16 @@ def tokens_to_match(runs_hir: Sequence[dict[str, Any]], runs_base: Sequence[dict
             "ratio": None if reached is None else reached / xb[-1]}
 
 
-def load_runs(runs_dir: Path) -> dict[str, list[dict[str, Any]]]:
-    """Run records of a ``runs/`` folder, by method."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    for path in sorted(Path(runs_dir).glob("*.json")):
-        record = json.loads(path.read_text())
-        out.setdefault(record["method"], []).append(record)
-    return out
+def load_runs(folder: Path) -> dict[str, list[dict[str, Any]]]:
+    """Run records of an experiment folder (packed ``runs.jsonl`` and loose ``runs/*.json``,
+    `benchmarks.learning.records.load_records`), by method; a ``runs/`` folder stands for its experiment."""
+    folder = Path(folder)
+    return records.by_method(records.load_records(folder.parent if folder.name == records.LOOSE_DIR else folder))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs_dir", type=Path)
+    parser.add_argument("runs_dir", type=Path, help="an experiment folder (or its runs/ folder)")
     parser.add_argument("--pair", action="append", required=True, help="HIR_METHOD:BASELINE_METHOD (repeatable)")
     ns = parser.parse_args(argv)
     runs = load_runs(ns.runs_dir)

@@ -558,7 +558,8 @@ def _stderr_log(message: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m benchmarks.learning.real_task build|base|ifeval|pilot|rows``; prints a JSON summary."""
+    """``python -m benchmarks.learning.real_task build|base|ifeval|pilot``; prints a JSON summary (a
+    pre-registration's rows: ``python -m benchmarks.learning.decisive rows``)."""
     import os
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -595,20 +596,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                        help="with --rows: the model to train (default: the converted SmolLM2-135M-Instruct)")
     pilot.add_argument("--device", default="cpu", help="cpu or cuda (bf16 mixed precision)")
     pilot.add_argument("--output", type=Path, default=None, help="write the JSON result here too")
-    rows = sub.add_parser("rows", help="write a pre-registration's training rows (rl_prompts.jsonl) without the model")
-    rows.add_argument("--preregistration", type=Path, required=True, help="e.g. benchmarks/preregistered/decisive-smollm2.yaml")
-    rows.add_argument("--out", type=Path, required=True)
     ns = parser.parse_args(argv)
     if ns.command == "pilot" and ns.model is not None and ns.rows is None:
         parser.error("--model needs --rows (without --rows the pilot trains the task's own model)")
-    if ns.command == "rows":
-        from benchmarks.learning.decisive import load_preregistration, task_config
-
-        built = build_rows(task_config(load_preregistration(ns.preregistration)))["rl"]
-        ns.out.parent.mkdir(parents=True, exist_ok=True)
-        ns.out.write_text("".join(json.dumps(row) + "\n" for row in built))
-        print(json.dumps({"rows": len(built), "out": str(ns.out)}))
-        return 0
 
     import torch
 

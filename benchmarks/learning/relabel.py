@@ -1,8 +1,8 @@
-"""The relabelling round (``benchmarks/preregistered/relabel-synthetic.yaml``): does HiR default learn better when q'
+"""The relabelling round (``benchmarks/experiments/relabel-synthetic/``): does HiR default learn better when q'
 keeps a failed counted constraint with the bound the completion achieved (``hindsight_relabel="achieved"``) than
 when it drops it (``"drop"``, the paper's rewrite)?
 
-The records of the round (``results_dir`` of the pre-registration, method ``hir_cla`` with the override) are paired
+The records of the round (its experiment folder, method ``hir_cla`` with the override) are paired
 by seed with the decisive synthetic experiment's ``hir_cla`` ("drop") and ``rl_cr`` records, and the
 pre-registered rules are applied to the 95% t-interval of the mean paired difference in final held-out ILA, in
 points:
@@ -15,7 +15,7 @@ points:
 
 Usage::
 
-    python -m benchmarks.learning.relabel    # writes benchmarks/results-decisive/relabel/decision.{json,md}
+    python -m benchmarks.learning.relabel    # its entry of benchmarks/experiments/decision.json, and report.md
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.learning import one_round, paired
+from benchmarks.learning import one_round, paired, records
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-PREREGISTRATION = REPO_ROOT / "benchmarks" / "preregistered" / "relabel-synthetic.yaml"
-DECISIVE = REPO_ROOT / "benchmarks" / "preregistered" / "decisive-synthetic.yaml"
+PREREGISTRATION = records.experiment_dir("relabel-synthetic") / records.PREREGISTRATION_FILE
+DECISIVE = one_round.DECISIVE
 
 HELPS, HURTS, UNCHANGED = "relabelling helps", "relabelling hurts", "unchanged within the noise"
 #: The constraint kind the round was designed around.

@@ -11,7 +11,9 @@ replay drops it, against how often the candidates fail it.
 
 Usage::
 
-    python -m benchmarks.learning.replay_audit --prompts 128      # -> results-decisive/replay-audit.{json,md}
+    python -m benchmarks.learning.replay_audit --prompts 128   # -> experiments/decisive-synthetic/replay-audit.json
+
+The decisive synthetic experiment's report shows it (`benchmarks.learning.experiments report`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 from benchmarks.learning import paired
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-OUT = REPO_ROOT / "benchmarks" / "results-decisive" / "replay-audit"
+OUT = REPO_ROOT / "benchmarks" / "experiments" / "decisive-synthetic" / "replay-audit.json"
 
 
 def audit(kinds: Sequence[Sequence[str]], verdicts: Sequence[Sequence[bool]], diversity: Sequence[float],
@@ -165,7 +167,6 @@ def main(argv: Sequence[str] | None = None) -> None:
                max_completion_length=ns.max_completion_length, **{"lambda": lam})
     ns.out.parent.mkdir(parents=True, exist_ok=True)
     ns.out.with_suffix(".json").write_text(json.dumps(out, indent=1) + "\n")
-    ns.out.with_suffix(".md").write_text(_markdown(out))
     print(_markdown(out))
 
 

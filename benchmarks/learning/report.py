@@ -16,6 +16,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from benchmarks.learning import records  # noqa: E402
 from benchmarks.learning.task import FAMILIES  # noqa: E402
 
 # the learning targets are stated for HiR's default (hir_cla, the CLA reward); the binary-reward HiR is reported
@@ -360,7 +361,7 @@ def write_report(runs: list[dict[str, Any]], meta: dict[str, Any], bench, task, 
 
 def main(argv: list[str] | None = None) -> None:
     out = Path((argv or sys.argv[1:] or [str(REPO_ROOT / "benchmarks" / "results")])[0])
-    runs = [json.loads(p.read_text()) for p in sorted((out / "runs").glob("*.json"))]
+    runs = records.load_records(out)
     old = json.loads((out / "summary.json").read_text()) if (out / "summary.json").is_file() else {}
     bench = old.get("bench") or runs[0]["bench"]
     task = old.get("task", {})

@@ -55,6 +55,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from benchmarks.learning import records  # noqa: E402
 from benchmarks.learning.report import METHOD_LABELS, write_report  # noqa: E402
 from benchmarks.learning.task import CACHE_ROOT, FAMILIES, TaskConfig, ensure_sft_model, read_jsonl  # noqa: E402
 
@@ -448,11 +449,15 @@ def final_model_dir(task_dir: Path, method: str, seed: int) -> Path:
 # ================================================================================================ driver
 
 
-def _launch(method: str, seed: int, bench: BenchConfig, task_dir: Path, runs_dir: Path, log) -> Path:
-    out = runs_dir / f"{method}-seed{seed}.json"
-    if _reusable(out, bench, task_dir):
-        log(f"  reuse {method} seed {seed} ({out.name}: same settings)")
-        return out
+def _launch(method: str, seed: int, bench: BenchConfig, task_dir: Path, results_dir: Path, log) -> dict[str, Any]:
+    """The record of ``method`` x ``seed``: a finished one of ``results_dir`` (packed or loose) with the same settings,
+    or a new run's, which it writes loose (``runs/<method>-seed<seed>.json``, `records.loose_path`)."""
+    out = records.loose_path(results_dir, method, seed)
+    runs_dir = out.parent
+    earlier = records.find(results_dir, method, seed)
+    if earlier is not None and _reusable(earlier, bench, task_dir):
+        log(f"  reuse {method} seed {seed} ({records.record_key(earlier)}: same settings)")
+        return earlier
     env = dict(os.environ, OMP_NUM_THREADS=str(bench.threads), MKL_NUM_THREADS=str(bench.threads),
                TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1", PYTHONWARNINGS="ignore")
     cmd = [sys.executable, "-m", "benchmarks.learning.run", "--worker", method, str(seed), str(task_dir), str(out),
@@ -471,7 +476,7 @@ def _launch(method: str, seed: int, bench: BenchConfig, task_dir: Path, runs_dir
             "check the environment (e.g. a missing dependency) before trusting this run")
     log(f"  done  {method} seed {seed}: held-out ILA {result['evals'][0]['ila']:.3f} -> {final['ila']:.3f}, "
         f"CLA {final['cla']:.3f}; {time.time() - start:.0f}s")
-    return out
+    return result
 
 
 def _checkpoint_id(task_dir: Path) -> dict[str, Any]:
@@ -482,14 +487,8 @@ def _checkpoint_id(task_dir: Path) -> dict[str, Any]:
     return {"task": task_dir.name, "sft_final_loss": (meta["sft"] or {}).get("final_loss")}
 
 
-def _reusable(path: Path, bench: BenchConfig, task_dir: Path) -> bool:
+def _reusable(record: dict[str, Any], bench: BenchConfig, task_dir: Path) -> bool:
     """A finished run's record can stand in for a new run: same settings, same starting checkpoint."""
-    if not path.is_file():
-        return False
-    try:
-        record = json.loads(path.read_text())
-    except json.JSONDecodeError:
-        return False
     old, new = record.get("bench") or {}, json.loads(json.dumps(dataclasses.asdict(bench)))
     # which runs were asked for, how many at once and how often they save: not the run itself
     ignored = ("methods", "seeds", "jobs", "save_every")
@@ -499,8 +498,12 @@ def _reusable(path: Path, bench: BenchConfig, task_dir: Path) -> bool:
 
 
 def run_all(bench: BenchConfig, task, results_dir: Path, cache_root: Path | None = None,
-            log=print) -> dict[str, Any]:
-    """SFT (cached), every (method, seed) run, then the report. Returns the report's summary dict.
+            log=print, report: bool = True) -> dict[str, Any] | None:
+    """SFT (cached), every (method, seed) run, then (``report``) the report. Returns the report's summary dict
+    (``None`` without the report: an experiment folder's report is `benchmarks.learning.experiments`').
+
+    ``results_dir``: where the records go, loose in ``runs/`` (`benchmarks.learning.records`); a finished record
+    there, packed in ``runs.jsonl`` or loose, with the same settings is reused, so an interrupted benchmark resumes.
 
     ``task``: a `TaskConfig` (the synthetic task and its SFT model) or a `benchmarks.learning.real_task.RealTaskConfig`
     (the real-model task).
@@ -518,8 +521,7 @@ def run_all(bench: BenchConfig, task, results_dir: Path, cache_root: Path | None
     meta = json.loads((task_dir / "meta.json").read_text())
     log(f"SFT checkpoint {task_dir} (held-out ILA {meta['eval_sft_model']['ila']:.3f}, "
         f"CLA {meta['eval_sft_model']['cla']:.3f})")
-    runs_dir = results_dir / "runs"
-    runs_dir.mkdir(parents=True, exist_ok=True)
+    (results_dir / records.LOOSE_DIR).mkdir(parents=True, exist_ok=True)
     # Records of finished runs with the same settings are reused (an interrupted benchmark resumes); the others
     # are run again. Records of methods or seeds not asked for are left alone and not reported.
     # Seed by seed, HiR's default next to RL-CR, binary-reward HiR next to RL-IR, each paper-family HiR next to its
@@ -529,9 +531,10 @@ def run_all(bench: BenchConfig, task, results_dir: Path, cache_root: Path | None
     jobs = [(method, seed) for seed in bench.seeds for method in sorted(bench.methods, key=rank.get)]
     t1 = time.time()
     with ThreadPoolExecutor(max_workers=max(1, bench.jobs)) as pool:
-        paths = list(pool.map(lambda ms: _launch(ms[0], ms[1], bench, task_dir, runs_dir, log), jobs))
+        runs = list(pool.map(lambda ms: _launch(ms[0], ms[1], bench, task_dir, results_dir, log), jobs))
     t_runs = time.time() - t1
-    runs = [json.loads(p.read_text()) for p in paths]
+    if not report:
+        return None
     timing = {"sft_seconds": t_sft, "runs_seconds": t_runs, "total_seconds": time.time() - t0,
               "sft_cached": t_sft < 5}
     summary = write_report(runs, meta, bench, task, timing, results_dir)

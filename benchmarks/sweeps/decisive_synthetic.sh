@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The decisive experiment on the synthetic task, in the pre-registered order
-# (benchmarks/preregistered/decisive-synthetic.yaml). Resumable: finished run records are reused.
+# (benchmarks/experiments/decisive-synthetic/preregistration.yaml). Resumable: finished run records are reused.
 # Run from a frozen worktree of the commit to test, so that later commits cannot change a running sweep:
 #   git worktree add /tmp/decisive <commit> && cd /tmp/decisive && \
 #       CACHE_DIR=/path/to/benchmarks/.cache bash benchmarks/sweeps/decisive_synthetic.sh
@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../.."
 # rebuilds the registered one bit for bit (its 2,048 step-0 verdicts included). Every run record names it
 # (record["machine"]["numerics_env"]).
 export ATEN_CPU_CAPABILITY=${ATEN_CPU_CAPABILITY:-avx2}
-PREREG=benchmarks/preregistered/decisive-synthetic.yaml
+PREREG=benchmarks/experiments/decisive-synthetic/preregistration.yaml
 source benchmarks/sweeps/decisive_stage.sh
 stage --family trl --arms hir,rl_cr
 stage --family trl --arms rl_ir

@@ -19,7 +19,7 @@ MODEL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "token
 
 
 def main() -> None:
-    spec = decisive.load_preregistration("benchmarks/preregistered/decisive-smollm2.yaml")
+    spec = decisive.load_preregistration("benchmarks/experiments/decisive-smollm2/preregistration.yaml")
     cfg = decisive.task_config(spec)
     data = build_rows(cfg)
     task = ROOT / "task"
