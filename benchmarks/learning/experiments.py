@@ -1,0 +1,206 @@
+"""The experiments' folders as a whole: pack their records, decide them, and generate every report and table.
+
+Each experiment is ``benchmarks/experiments/<name>/`` (`benchmarks.learning.records`); every decision is an entry
+of ``benchmarks/experiments/decision.json``. Three commands, run from the repository root::
+
+    python -m benchmarks.learning.experiments pack      # fold every loose runs/*.json into its runs.jsonl
+    python -m benchmarks.learning.experiments decide    # recompute decision.json from the records (minutes)
+    python -m benchmarks.learning.experiments report    # every report.md and the generated README tables
+    python -m benchmarks.learning.experiments report --check   # exit 1 if any of them is out of date
+
+``report`` reads only ``decision.json`` and the derived files beside the records (``constraints.json``,
+``replay-audit.json``), so it takes a second; ``decide`` reruns every experiment's decision rule on its records
+(`benchmarks.learning.decisive`, and the rounds' modules `one_round`, `relabel`, `ended_replays`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.learning import decisive, ended_replays, one_round, records, relabel, replay_audit
+
+REPORT_FILE = one_round.REPORT_FILE
+README = records.REPO_ROOT / "README.md"
+BENCH_README = records.REPO_ROOT / "benchmarks" / "README.md"
+#: The rounds: experiment -> (the module that decides it, how its report is written from its decision entry,
+#: the difference it decides, "A - B").
+ROUNDS: dict[str, tuple[Any, Callable[[dict[str, Any]], str], str]] = {
+    "one-round-synthetic": (one_round, one_round._markdown, "HiR default: pad - resample"),
+    "relabel-synthetic": (relabel, relabel._markdown, "HiR default: relabel achieved - drop"),
+    "ended-replays-paper-synthetic": (ended_replays, ended_replays._markdown,
+                                      "HiR paper: ended-only replays - any failure"),
+}
+#: How the tables name each family's arms.
+ARM_NAMES = {"trl": {"hir_default": "HiR default", "rl_cr": "RL-CR", "rl_ir": "RL-IR"},
+             "paper": {"hir_paper": "HiR paper", "rl_cr": "RL-CR", "rl_ir": "RL-IR"}}
+FAMILY_NAMES = {"trl": "GRPO", "paper": "Reinforce++"}
+
+
+def experiment_folders() -> list[Path]:
+    """Every ``benchmarks/experiments/<name>/``, by name."""
+    return sorted(p for p in records.EXPERIMENTS.iterdir() if p.is_dir())
+
+
+def decisive_specs() -> list[dict[str, Any]]:
+    return [decisive.load_preregistration(p) for p in sorted(records.EXPERIMENTS.glob(decisive.DECISIVE_GLOB))]
+
+
+def decide() -> list[dict[str, Any]]:
+    """Recompute every entry of ``decision.json`` from the records, then the reports."""
+    decisive.write_decisions(decisive_specs())
+    for name, (module, _, _) in ROUNDS.items():
+        if (records.experiment_dir(name) / records.PREREGISTRATION_FILE).is_file():
+            module.main([])
+    return records.read_decisions()
+
+
+# ================================================================================================ reports
+
+
+def _read_json(path: Path) -> Any:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def reports(decisions: Sequence[dict[str, Any]]) -> dict[Path, str]:
+    """Every experiment's ``report.md`` (path -> text), from its decision entries and derived files."""
+    out = {}
+    for spec in decisive_specs():
+        folder = spec["folder"]
+        text = decisive.report_markdown(spec["experiment"], decisions,
+                                        _read_json(folder / decisive.CONSTRAINTS_FILE) or [])
+        audit = _read_json(folder / "replay-audit.json")
+        if audit:
+            text += "\n" + replay_audit._markdown(audit).replace("# Replay audit", "## Replay audit", 1)
+        out[folder / REPORT_FILE] = text
+    by_name = {d.get("experiment"): d for d in decisions}
+    for name, (_, markdown, _) in ROUNDS.items():
+        if name in by_name:
+            out[records.experiment_dir(name) / REPORT_FILE] = markdown(by_name[name])
+    return out
+
+
+def _interval(d: dict[str, Any]) -> tuple[str, str]:
+    if d.get("mean_diff_points") is None:
+        return "-", "-"
+    return f"{d['mean_diff_points']:+.1f}", f"[{d['ci95_low']:+.1f}, {d['ci95_high']:+.1f}]"
+
+
+def pair_name(d: dict[str, Any]) -> str:
+    """"HiR default − RL-CR (GRPO)": the two arms of a decisive pair and its objective family."""
+    names = ARM_NAMES[d["family"]]
+    return f"{names[d['hir_arm']]} − {names[d['baseline_arm']]} ({FAMILY_NAMES[d['family']]})"
+
+
+def readme_table(decisions: Sequence[dict[str, Any]]) -> str:
+    """README's "Does it work?" table: per task, each family's HiR arm minus RL-CR and RL-CR minus RL-IR (the HiR
+    minus RL-IR pairs are in benchmarks/README.md's table)."""
+    lines = ["| task | pair | seeds | mean difference | 95% interval | decision |", "|---|---|---|---|---|---|"]
+    for d in decisions:
+        if "family" not in d or d["baseline_arm"] != "rl_cr" and d["hir_arm"] != "rl_cr":
+            continue
+        mean, ci = _interval(d)
+        lines.append(f"| {d['task']} | {pair_name(d)} | {len(d['seeds'])} | {mean} | {ci} | {d['decision']} |")
+    return "\n".join(lines)
+
+
+def decisions_table(decisions: Sequence[dict[str, Any]]) -> str:
+    """benchmarks/README.md's table: every entry of ``decision.json``, final held-out ILA in points."""
+    lines = ["| experiment | difference (final held-out ILA, points) | pre-registered | seeds | mean | 95% interval "
+             "| decision |", "|---|---|---|---|---|---|---|"]
+    for d in decisions:
+        name = d.get("experiment", "?")
+        what = pair_name(d) if "family" in d else ROUNDS.get(name, (None, None, "?"))[2]
+        registered = "no" if d.get("pair_preregistered") is False else "yes"
+        mean, ci = _interval(d)
+        lines.append(f"| [{name}](experiments/{name}/{REPORT_FILE}) | {what} | {registered} | {len(d['seeds'])} | "
+                     f"{mean} | {ci} | {d['decision']} |")
+    return "\n".join(lines)
+
+
+def experiments_table() -> str:
+    """benchmarks/README.md's list of experiment folders: what each holds."""
+    lines = ["| folder | pre-registered | records in runs.jsonl | report |", "|---|---|---|---|"]
+    for folder in experiment_folders():
+        runs = len(records.read_jsonl(folder / records.RUNS_FILE)) or "-"
+        prereg = "yes" if (folder / records.PREREGISTRATION_FILE).is_file() else "no"
+        report = f"[report.md](experiments/{folder.name}/{REPORT_FILE})" if (folder / REPORT_FILE).is_file() else "-"
+        lines.append(f"| `experiments/{folder.name}/` | {prereg} | {runs} | {report} |")
+    return "\n".join(lines)
+
+
+def replace_block(text: str, name: str, body: str) -> str:
+    """``text`` with what stands between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` replaced by ``body``.
+
+    Raises:
+        ValueError: the markers are missing.
+    """
+    pattern = re.compile(rf"(<!-- {name}:start -->\n).*?(\n<!-- {name}:end -->)", re.S)
+    if not pattern.search(text):
+        raise ValueError(f"no <!-- {name}:start --> ... <!-- {name}:end --> block")
+    return pattern.sub(lambda m: m.group(1) + body + m.group(2), text, count=1)
+
+
+def block(text: str, name: str) -> str:
+    """What stands between the markers of ``name`` in ``text`` (`replace_block`'s inverse)."""
+    match = re.search(rf"<!-- {name}:start -->\n(.*?)\n<!-- {name}:end -->", text, re.S)
+    if match is None:
+        raise ValueError(f"no <!-- {name}:start --> ... <!-- {name}:end --> block")
+    return match.group(1)
+
+
+def generated(decisions: Sequence[dict[str, Any]] | None = None) -> dict[Path, str]:
+    """Every generated file's text: the reports, and README.md and benchmarks/README.md with their tables."""
+    decisions = records.read_decisions() if decisions is None else decisions
+    out = reports(decisions)
+    out[README] = replace_block(README.read_text(), "results-table", readme_table(decisions))
+    text = replace_block(BENCH_README.read_text(), "decisions-table", decisions_table(decisions))
+    out[BENCH_README] = replace_block(text, "experiments-table", experiments_table())
+    return out
+
+
+def stale(files: dict[Path, str]) -> list[Path]:
+    """The files whose text differs from ``files``."""
+    return [path for path, text in files.items() if not path.is_file() or path.read_text() != text]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    pack = sub.add_parser("pack", help="fold loose runs/*.json records into runs.jsonl")
+    pack.add_argument("names", nargs="*", help="experiment folder names (default: all)")
+    sub.add_parser("decide", help="recompute decision.json from every experiment's records, then report")
+    report = sub.add_parser("report", help="write every report.md and the README tables from decision.json")
+    report.add_argument("--check", action="store_true", help="write nothing; exit 1 if a generated file is stale")
+    ns = parser.parse_args(argv)
+    if ns.command == "pack":
+        folders = [records.experiment_dir(n) for n in ns.names] or experiment_folders()
+        for folder in folders:
+            if not folder.is_dir():
+                parser.error(f"no experiment folder {folder}; the folders are "
+                             f"{', '.join(p.name for p in experiment_folders())}")
+            print(f"{folder.name}: {records.pack(folder)} loose record(s) packed")
+        return 0
+    if ns.command == "decide":
+        decide()
+    files = generated()
+    if getattr(ns, "check", False):
+        old = stale(files)
+        for path in old:
+            print(f"{path.relative_to(records.REPO_ROOT)} is out of date: run "
+                  "python -m benchmarks.learning.experiments report", file=sys.stderr)
+        return 1 if old else 0
+    for path, text in files.items():
+        if not path.is_file() or path.read_text() != text:
+            path.write_text(text)
+            print(f"wrote {path.relative_to(records.REPO_ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
