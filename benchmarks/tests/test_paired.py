@@ -10,9 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.learning import paired
+from benchmarks.learning import paired, records
 
 pytest.importorskip("scipy")
+
+
+def PREREG(name: str) -> Path:  # noqa: N802
+    """The committed pre-registration of the experiment ``name``."""
+    return records.experiment_dir(name) / records.PREREGISTRATION_FILE
 
 
 def _record(method: str, seed: int, final_passed: list[str], rows: list[str], samples: int,
@@ -117,9 +122,9 @@ def test_compare_refuses_evaluations_on_different_prompts():
 
 
 def test_decisive_preregistrations_load_and_name_known_methods():
-    from benchmarks.learning.decisive import PREREGISTERED, bench_config, load_preregistration, registered_seeds
+    from benchmarks.learning.decisive import DECISIVE_GLOB, bench_config, load_preregistration, registered_seeds
 
-    paths = sorted(PREREGISTERED.glob("decisive-*.yaml"))
+    paths = sorted(records.EXPERIMENTS.glob(DECISIVE_GLOB))
     assert paths, "no pre-registration committed"
     for path in paths:
         spec = load_preregistration(path)
@@ -140,17 +145,17 @@ def test_run_refuses_an_uncommitted_preregistration(tmp_path):
 
     assert preregistration_of(BenchConfig()) is None
     with pytest.raises(RuntimeError, match="does not exist"):
-        preregistration_of(BenchConfig(preregistration="benchmarks/preregistered/missing.yaml"))
+        preregistration_of(BenchConfig(preregistration="benchmarks/experiments/missing/preregistration.yaml"))
     if not (REPO_ROOT / ".git").exists():
         pytest.skip("not a git checkout")
-    probe = REPO_ROOT / "benchmarks" / "preregistered" / f"probe-{tmp_path.name}.yaml"
+    probe = REPO_ROOT / "benchmarks" / "experiments" / f"probe-{tmp_path.name}.yaml"
     probe.write_text("experiment: probe\n")
     try:
         with pytest.raises(RuntimeError, match="not committed"):
             preregistration_of(BenchConfig(preregistration=str(probe.relative_to(REPO_ROOT))))
     finally:
         probe.unlink()
-    committed = sorted((REPO_ROOT / "benchmarks" / "preregistered").glob("decisive-*.yaml"))[0]
+    committed = PREREG("decisive-synthetic")
     tracked = subprocess.run(["git", "-C", str(REPO_ROOT), "ls-files", "--error-unmatch", str(committed)],
                              capture_output=True).returncode == 0
     if tracked and not subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", str(committed)],
@@ -165,8 +170,8 @@ def test_decide_all_marks_pairs_without_runs(tmp_path, monkeypatch):
 
     repo_root = decisive.REPO_ROOT
 
-    spec = {"experiment": "x", "task": "synthetic", "path": "benchmarks/preregistered/x.yaml",
-            "bench": {"eval_prompts": 2, "eval_samples": 2}, "results_dir": str(tmp_path / "res"),
+    spec = {"experiment": "x", "task": "synthetic", "path": "benchmarks/experiments/x/preregistration.yaml",
+            "bench": {"eval_prompts": 2, "eval_samples": 2}, "folder": tmp_path / "res",
             "families": {"trl": {"arms": {"hir": "hir_cla", "rl_cr": "rl_cr", "rl_ir": "rl_ir"}, "seeds": [0, 1]}}}
     runs_dir = tmp_path / "res" / "runs"
     runs_dir.mkdir(parents=True)
@@ -186,7 +191,7 @@ def test_decide_all_marks_pairs_without_runs(tmp_path, monkeypatch):
     not_run = by_pair[("hir_default", "rl_ir")]
     assert not_run["decision"] == "not run" and not_run["preregistration"] == prereg
     # with no run in either arm, the commit comes from git (none outside a checkout), never from records
-    spec["path"] = "benchmarks/preregistered/decisive-smollm2.yaml"
+    spec["path"] = "benchmarks/experiments/decisive-smollm2/preregistration.yaml"
     monkeypatch.setattr(run_module, "REPO_ROOT", Path("/"))
     assert all(d["preregistration"] == {"path": spec["path"], "commit": None} and d["decision"] == "not run"
                for d in decisive.decide_all([spec], bootstrap_reps=200))
@@ -209,8 +214,8 @@ def test_reestimation_seeds_join_the_decision_after_the_registered_ones(tmp_path
     from benchmarks.learning import decisive
     from benchmarks.learning import run as run_module
 
-    spec = {"experiment": "x", "task": "synthetic", "path": "benchmarks/preregistered/x.yaml",
-            "bench": {"eval_prompts": 2, "eval_samples": 2}, "results_dir": str(tmp_path / "res"),
+    spec = {"experiment": "x", "task": "synthetic", "path": "benchmarks/experiments/x/preregistration.yaml",
+            "bench": {"eval_prompts": 2, "eval_samples": 2}, "folder": tmp_path / "res",
             "reestimation": {"target_half_width": 1.5, "max_seeds_per_arm": 4},
             "families": {"trl": {"arms": {"hir": "hir_cla", "rl_cr": "rl_cr", "rl_ir": "rl_ir"}, "seeds": [0, 1]}}}
     assert decisive.reestimation_seeds(spec, "trl") == [2, 3]
@@ -270,11 +275,11 @@ def test_reestimation_seeds_join_the_decision_after_the_registered_ones(tmp_path
 def test_the_synthetic_preregistration_reestimates_up_to_20_seeds_per_arm():
     from benchmarks.learning import decisive
 
-    spec = decisive.load_preregistration(decisive.PREREGISTERED / "decisive-synthetic.yaml")
+    spec = decisive.load_preregistration(PREREG("decisive-synthetic"))
     assert "at most 20" in spec["power"] and "seeds 12, 13, ... (6, 7, ... for the" in spec["power"]
     assert decisive.reestimation_seeds(spec, "trl") == list(range(12, 20))
     assert decisive.reestimation_seeds(spec, "paper") == list(range(6, 20))
-    smollm2 = decisive.load_preregistration(decisive.PREREGISTERED / "decisive-smollm2.yaml")
+    smollm2 = decisive.load_preregistration(PREREG("decisive-smollm2"))
     assert decisive.reestimation_seeds(smollm2, "trl") == []
 
 
@@ -375,7 +380,7 @@ def test_held_out_kinds_rebuilds_the_synthetic_prompts():
     # the held-out pool is drawn first, so building it alone gives the same prompts as the full build
     small = TaskConfig(num_rl_prompts=16, num_eval_prompts=8, num_sft_examples=8)
     assert build_data(small, eval_only=True)["eval"] == build_data(small)["eval"]
-    spec = decisive.load_preregistration(decisive.PREREGISTERED / "decisive-synthetic.yaml")
+    spec = decisive.load_preregistration(PREREG("decisive-synthetic"))
     kinds = decisive.held_out_kinds(spec)
     rows = build_data(decisive.task_config(spec), eval_only=True)["eval"]
     assert list(kinds) == [row["id"] for row in rows] and len(rows) == spec["bench"]["eval_prompts"]
@@ -388,22 +393,22 @@ def test_held_out_kinds_rebuilds_the_real_task_prompts_its_records_were_scored_o
     from benchmarks.learning import decisive
     from benchmarks.learning.real_task import TYPE_OF_ID
 
-    spec = decisive.load_preregistration(decisive.PREREGISTERED / "decisive-smollm2.yaml")
+    spec = decisive.load_preregistration(PREREG("decisive-smollm2"))
     kinds = decisive.held_out_kinds(spec)
     assert len(kinds) == spec["bench"]["eval_prompts"] == 200
-    records = sorted((decisive.REPO_ROOT / spec["results_dir"] / "runs").glob("*.json"))
-    assert records, "no committed record of the real task"
-    for path in records:
-        final = json.loads(path.read_text())["evals"][-1]
+    runs = records.load_records(spec["folder"])
+    assert runs, "no committed record of the real task"
+    for record in runs:
+        final, name = record["evals"][-1], records.record_key(record)
         rates = paired.constraint_pass_rates(final, kinds)
         compared = 0
         for instruction_id, short in TYPE_OF_ID.items():
             own = final["family"].get(short)
             if own is None or math.isnan(own) or instruction_id not in rates:
                 continue  # keywords:frequency is split by relation in `rates`
-            assert rates[instruction_id] == pytest.approx(own), (path.name, instruction_id)
+            assert rates[instruction_id] == pytest.approx(own), (name, instruction_id)
             compared += 1
-        assert compared >= 8, path.name
+        assert compared >= 8, name
 
 
 def test_relabel_round_decides_against_drop_and_reports_rl_cr_and_constraint_kinds():
@@ -517,7 +522,7 @@ def test_replay_audit_reports_what_the_selected_replays_drop():
 def test_decisive_run_refuses_bad_flags_in_one_line(capsys, flags, message):
     from benchmarks.learning import decisive
 
-    path = str(decisive.PREREGISTERED / "decisive-synthetic.yaml")
+    path = str(PREREG("decisive-synthetic"))
     with pytest.raises(SystemExit) as exit_info:
         decisive.main(["run", path, "--family", "trl", *flags])
     assert exit_info.value.code == 2

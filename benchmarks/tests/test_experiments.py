@@ -1,0 +1,150 @@
+"""The experiment folders: packed and loose records, resuming from them, decision.json recomputed from the committed
+records, and the generated reports and tables (README's "Does it work?" and benchmarks/README.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import subprocess
+
+import pytest
+
+from benchmarks.learning import decisive, experiments, records
+
+pytest.importorskip("scipy")
+pytest.importorskip("yaml")
+
+#: The fields decision.json gained when the experiments got folders; every other field is the earlier one's.
+ADDED_FIELDS = {"experiment", "pair_preregistered"}
+
+
+def _record(method: str, seed: int, **extra) -> dict:
+    return {"method": method, "seed": seed, "evals": [{"step": 0, "ila": 0.1}], **extra}
+
+
+def test_loose_records_replace_packed_ones_and_pack_folds_them_in(tmp_path):
+    records.write_jsonl(tmp_path / records.RUNS_FILE, [_record("rl_cr", 0, tag="old"), _record("rl_cr", 10)])
+    records.loose_path(tmp_path, "rl_cr", 0).parent.mkdir()
+    records.loose_path(tmp_path, "rl_cr", 0).write_text(json.dumps(_record("rl_cr", 0, tag="new")))
+    records.loose_path(tmp_path, "hir_cla", 1).write_text(json.dumps(_record("hir_cla", 1)))
+    (tmp_path / records.LOOSE_DIR / "rl_ir-seed0.json").write_text('{"method": "rl_ir", ')  # a run still writing
+    loaded = records.load_records(tmp_path)
+    assert [records.record_key(r) for r in loaded] == ["hir_cla-seed1", "rl_cr-seed0", "rl_cr-seed10"]
+    assert records.find(tmp_path, "rl_cr", 0)["tag"] == "new" and records.find(tmp_path, "rl_ir", 0) is None
+    assert records.pack(tmp_path) == 2
+    assert records.load_records(tmp_path) == loaded
+    assert sorted(p.name for p in (tmp_path / records.LOOSE_DIR).iterdir()) == ["rl_ir-seed0.json"]
+    assert len((tmp_path / records.RUNS_FILE).read_text().splitlines()) == 3
+    assert records.pack(tmp_path) == 0
+
+
+def test_a_bad_line_of_runs_jsonl_names_its_file_and_line(tmp_path):
+    (tmp_path / records.RUNS_FILE).write_text(json.dumps(_record("rl_cr", 0)) + "\n{oops\n")
+    with pytest.raises(ValueError, match=r"runs\.jsonl:2: not a JSON object"):
+        records.load_records(tmp_path)
+
+
+def test_upsert_replaces_one_experiments_entries_in_place(tmp_path):
+    path = tmp_path / "decision.json"
+    records.upsert_decisions(["a"], [{"experiment": "a", "v": 1}], path)
+    records.upsert_decisions(["b"], [{"experiment": "b", "v": 1}], path)
+    records.upsert_decisions(["a"], [{"experiment": "a", "v": 2}, {"experiment": "a", "v": 3}], path)
+    assert records.read_decisions(path) == [{"experiment": "a", "v": 2}, {"experiment": "a", "v": 3},
+                                            {"experiment": "b", "v": 1}]
+    with pytest.raises(ValueError, match="names experiment 'c'"):
+        records.upsert_decisions(["a"], [{"experiment": "c"}], path)
+
+
+def test_a_packed_record_with_the_same_settings_is_reused_without_a_run(tmp_path):
+    from benchmarks.learning import run
+
+    task_dir = tmp_path / "task-x"
+    task_dir.mkdir()
+    (task_dir / "meta.json").write_text(json.dumps({"sft": {"final_loss": 0.9}}))
+    bench = run.BenchConfig(methods=("rl_cr",), seeds=(3,))
+    packed = _record("rl_cr", 3, bench=json.loads(json.dumps(dataclasses.asdict(bench))),
+                     checkpoint={"task": "task-x", "sft_final_loss": 0.9})
+    records.write_jsonl(tmp_path / records.RUNS_FILE, [packed])
+    logged = []
+    assert run._launch("rl_cr", 3, bench, task_dir, tmp_path, logged.append) == packed
+    assert logged and "reuse rl_cr seed 3" in logged[0]
+    # another learning rate is another run: the packed record does not stand in for it
+    other = dataclasses.replace(bench, learning_rate=1e-3)
+    assert not run._reusable(packed, other, task_dir)
+
+
+def test_records_written_under_the_former_preregistration_path_belong_to_the_experiment():
+    spec = decisive.load_preregistration(records.experiment_dir("decisive-synthetic") / records.PREREGISTRATION_FILE)
+    assert spec["path"] == "benchmarks/experiments/decisive-synthetic/preregistration.yaml"
+    named = {r["preregistration"]["path"] for r in records.load_records(spec["folder"])}
+    assert named == {"benchmarks/preregistered/decisive-synthetic.yaml"} <= records.preregistration_paths(spec)
+
+
+@pytest.mark.slow
+def test_decision_json_is_recomputed_from_the_packed_records():
+    """Every decisive entry of the committed decision.json equals the one `decide` computes from the packed records
+    now, and (in a checkout with its history) the decision.json of the layout before the folders, key for key."""
+    specs = experiments.decisive_specs()
+    fresh = decisive.decide_all(specs)
+    committed = [d for d in records.read_decisions() if d["experiment"] in {s["experiment"] for s in specs}]
+    assert json.loads(json.dumps(fresh)) == committed
+    key = ("task", "family", "hir_arm", "baseline_arm")
+    by_pair = {tuple(d[k] for k in key): d for d in fresh}
+    extra = {p for p, d in by_pair.items() if not d["pair_preregistered"]}
+    assert extra == {(task, family, "rl_cr", "rl_ir") for task in ("synthetic", "smollm2") for family in ("trl", "paper")}
+    synthetic = by_pair[("synthetic", "trl", "rl_cr", "rl_ir")]
+    assert len(synthetic["seeds"]) == 20 and synthetic["decision"] == "RL-CR ahead"
+    assert synthetic["methods"] == {"hir": "rl_cr", "baseline": "rl_ir"}
+    shown = subprocess.run(["git", "-C", str(records.REPO_ROOT), "show",
+                            "f87c4a7:benchmarks/results-decisive/decision.json"], capture_output=True, text=True)
+    if shown.returncode != 0:
+        pytest.skip("the commit before the experiment folders is not in this checkout")
+    before = json.loads(shown.stdout)
+    assert len(before) == len(by_pair) - len(extra)
+    for old in before:
+        new = by_pair[tuple(old[k] for k in key)]
+        assert {k: v for k, v in new.items() if k not in ADDED_FIELDS} == old
+
+
+def test_every_generated_report_and_table_is_up_to_date():
+    assert experiments.stale(experiments.generated()) == [], "run: python -m benchmarks.learning.experiments report"
+
+
+def _section(text: str, heading: str) -> list[str]:
+    """The non-blank lines under ``heading`` up to the next heading of its level or above (the heading excluded)."""
+    lines = text.splitlines()
+    start = lines.index(heading) + 1
+    end = next((i for i in range(start, len(lines)) if re.match(r"#{1,2} ", lines[i])), len(lines))
+    return [line for line in lines[start:end] if line.strip()]
+
+
+def test_readme_does_it_work_holds_the_generated_table_in_at_most_12_lines():
+    text = experiments.README.read_text()
+    section = _section(text, "## Does it work?")
+    assert len(section) <= 12, section
+    table = experiments.readme_table(records.read_decisions())
+    assert experiments.block(text, "results-table") == table
+    assert "\n".join(section).count("| task | pair | seeds |") == 1
+    rows = table.splitlines()[2:]
+    assert {row.split(" | ")[0].lstrip("| ") for row in rows} == {"synthetic", "smollm2"}
+    assert sum("RL-CR − RL-IR" in row for row in rows) == 2 and sum("− RL-CR" in row for row in rows) == 4
+    assert "no HiR arm beats RL-CR" in section[0]
+
+
+def test_benchmarks_readme_is_short_and_its_tables_are_generated():
+    text = experiments.BENCH_README.read_text()
+    assert len(text.splitlines()) <= 300
+    decisions = records.read_decisions()
+    assert experiments.block(text, "decisions-table") == experiments.decisions_table(decisions)
+    assert experiments.block(text, "experiments-table") == experiments.experiments_table()
+    assert len(experiments.decisions_table(decisions).splitlines()) == len(decisions) + 2
+
+
+def test_report_check_fails_on_a_stale_report(tmp_path, monkeypatch, capsys):
+    files = experiments.generated()
+    path, text = next(iter(files.items()))
+    assert experiments.stale({path: text + "edited by hand\n"}) == [path]
+    monkeypatch.setattr(experiments, "generated", lambda decisions=None: {path: text + "x"})
+    assert experiments.main(["report", "--check"]) == 1
+    assert "is out of date" in capsys.readouterr().err
