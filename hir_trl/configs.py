@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import logging
 import math
 import numbers
 import types
@@ -16,7 +17,10 @@ from trl import GRPOConfig, ScriptArguments
 
 from .advantages import ESTIMATORS, REPLAY_ADVANTAGES, TRL_ESTIMATOR
 from .judge.config import extra_kwargs_problem, judge_settings_problem
+from .loss_weighting import LOSS_WEIGHTINGS
 from .replay import PROVISIONS, SCOPES, SELECTIONS
+
+logger = logging.getLogger(__name__)
 
 #: The paper's value of every `HiRConfig` field whose default departs from it (Appendix A; the paper recipes set
 #: them). The model card lists each with the run's value (`hir_trl.card.hir_card_section`).
@@ -95,6 +99,13 @@ class HiRConfig(GRPOConfig):
         replay_old_logps (`str`, defaults to `"original"`):
             ``"original"``: a replay's old log-probs are those of y under q (paper eq. 7-8);
             ``"hindsight"``: under q'.
+        replay_loss_weighting (`str`, defaults to `"token"`):
+            How TRL's loss weighs the rows (`hir_trl.loss_weighting`). ``"token"``: TRL's ``dapo`` token mean over
+            all m + k rows of every group (the released code's aggregation). ``"paper"``: the paper's written
+            objective (eq. "hir"): each response's clipped loss divided by its own length, then 1/m over the rows
+            sampled under q (with s supplementary samples, 1/(m + s) over the m + s) and 1/k over the replays,
+            averaged over the groups of the generation batch; the KL term (``beta > 0``) keeps TRL's token mean.
+            Needs ``loss_type="dapo"`` and ``num_replays >= 1``.
         replay_shortfall (`str`, defaults to `"pad"`):
             For a group with z < k candidates: ``"pad"`` (default): k - z zero-weight padding rows, one generation
             call per step (departure 6 above); ``"resample"``: k - z supplementary samples under q, drawn in a second
@@ -156,8 +167,12 @@ class HiRConfig(GRPOConfig):
         ValueError: a field whose value does not have its declared type (a float for an integer field such as
             ``max_steps``, a string for a boolean), or out of range: negative ``num_replays``,
             ``replay_min_satisfied`` or ``lambda_0``, ``eta`` outside [0, 1] (the paper's range),
-            ``num_replays >= num_generations``, an unknown ``diversity_aggregation`` or ``reward_mode``; a
+            ``num_replays >= num_generations``, an unknown ``diversity_aggregation`` or ``reward_mode``;
+            ``replay_loss_weighting="paper"`` with a ``loss_type`` other than ``"dapo"`` or ``num_replays=0``; a
             ``hub_token`` (it would be saved in ``training_args.bin``) or a credential in a judge field.
+
+    Warns (one log line): ``importance_sampling_level="sequence"`` or ``loss_type="vespo"`` with replays and
+    ``replay_old_logps="original"``, which silence most replays; the line names ``replay_old_logps: hindsight``.
     """
 
     per_device_train_batch_size: int = field(
@@ -215,6 +230,17 @@ class HiRConfig(GRPOConfig):
         metadata={"help": "Old log-probs of a replay: 'original' = of y under the original q, so the ratio is "
                   "pi(y|q')/pi_old(y|q) (paper eq. 7-8); 'hindsight' = under q' (ratio 1 at the first iteration).",
                   "choices": ["original", "hindsight"]},
+    )
+    replay_loss_weighting: str = field(
+        default="token",
+        metadata={"help": "How the loss weighs the rows of a group (loss_type 'dapo' only): 'token' (default, the "
+                  "released code's) = TRL's dapo token mean over all m + k rows, a long response weighs more; "
+                  "'paper' = the paper's written objective (eq. 'hir'): each response's loss over its own length, "
+                  "then 1/m over the rows sampled under q (supplementary samples included, 1/(m + s)) plus 1/k over "
+                  "the replays, averaged over groups; applied by scaling each row's advantages under TRL's own "
+                  "normaliser, so gradient accumulation and steps_per_generation add up to the whole batch. The KL "
+                  "term (beta > 0) keeps TRL's token mean. Needs num_replays >= 1.",
+                  "choices": list(LOSS_WEIGHTINGS)},
     )
     replay_shortfall: str = field(
         default="pad",
@@ -444,6 +470,18 @@ class HiRConfig(GRPOConfig):
         if self.supplementary_provision != "none" and self.num_replays == 0:
             raise ValueError(f"supplementary_provision={self.supplementary_provision!r} draws supplementary samples "
                              "for replays, but num_replays is 0: set supplementary_provision: none")
+        if self.replay_loss_weighting == "paper" and (self.loss_type != "dapo" or self.num_replays == 0):
+            raise ValueError(f"replay_loss_weighting: paper needs loss_type: dapo and num_replays >= 1 (it rescales "
+                             f"TRL's dapo token sum per row; got loss_type: {self.loss_type}, num_replays: "
+                             f"{self.num_replays}): set those, or replay_loss_weighting: token")
+        silencing = [setting for setting, on in (("importance_sampling_level: sequence",
+                                                   self.importance_sampling_level == "sequence"),
+                                                  ("loss_type: vespo", self.loss_type == "vespo")) if on]
+        if silencing and self.num_replays > 0 and self.replay_old_logps == "original":
+            logger.warning("%s with replay_old_logps: original: a replay's sequence-level ratio pi(y|q')/pi_old(y|q) "
+                           "is far from 1 from the first step, so the clip (or VESPO's weight) takes away most of the "
+                           "replays' gradient; set replay_old_logps: hindsight to train them at ratio 1",
+                           " and ".join(silencing))
         if not self.replay_weight >= 0:
             raise ValueError(f"replay_weight must be >= 0, got {self.replay_weight}")
         if self.kl_in_reward and (self.beta <= 0 or self.advantage_estimator == TRL_ESTIMATOR):

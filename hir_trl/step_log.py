@@ -168,3 +168,47 @@ def judge_metrics(metrics: dict[str, float], gather: Callable[[torch.Tensor], to
             out[name] = (column.max() if name == "judge/seconds_per_step" else column.sum()).item()
     out.update({name: metrics[name] for name in ("judge/latency_p50", "judge/latency_p95") if name in metrics})
     return out
+
+
+def replay_ratio_counts(per_token_logps: torch.Tensor, old_per_token_logps: torch.Tensor | None,
+                        mask: torch.Tensor, replay_mask: torch.Tensor, advantages: torch.Tensor, *,
+                        epsilon_low: float, epsilon_high: float, level: str = "token") -> torch.Tensor:
+    """This micro-batch's replay importance ratios, as TRL's loss sees them: (3,) float32 ``[sum of ratios, clipped,
+    count]`` over the replay rows' loss tokens, or over the replay rows when both the ratio and the advantage are one
+    value per row (``level="sequence"`` with ``grpo``'s (N,) advantages), as TRL counts its ``clip_ratio/*``.
+
+    The ratio is rho' = pi_theta(y | q') / pi_old(y | q) (paper eq. 7-8; pi_old(y | q') under
+    ``replay_old_logps="hindsight"``), computed as `GRPOTrainer._compute_loss` computes ``coef_1`` (a sequence's
+    ratio is exp of its mean token log-ratio); a token (or sequence) is clipped where TRL's clip takes its gradient
+    away: rho' > 1 + ``epsilon_high`` with a positive advantage, or rho' < 1 - ``epsilon_low`` with a negative one
+    (TRL's ``clip_ratio/region_mean``, restricted to replays).
+
+    Args:
+        per_token_logps: (N, T) log pi_theta of the loss's own forward pass (`GRPOTrainer._compute_loss`).
+        old_per_token_logps: (N, T) the batch's ``old_per_token_logps``, or None (TRL then uses the detached
+            current log-probs: every ratio is 1).
+        mask: (N, T) loss tokens; replay_mask: (N,) True on replay rows; advantages: (N,) or (N, T).
+        epsilon_low, epsilon_high: TRL's ``epsilon`` and ``epsilon_high``; level: ``importance_sampling_level``.
+    """
+    logps = per_token_logps.detach()
+    log_ratio = logps - (logps if old_per_token_logps is None else old_per_token_logps)
+    mask = mask.to(log_ratio.dtype) * replay_mask.to(log_ratio.dtype).unsqueeze(1)
+    advantages = advantages if advantages.dim() == 2 else advantages.unsqueeze(1)
+    if level == "sequence":  # one ratio per row: exp of its mean token log-ratio, (N, 1)
+        ratio = torch.exp((log_ratio * mask).sum(1, keepdim=True) / mask.sum(1, keepdim=True).clamp(min=1.0))
+    else:
+        ratio = torch.exp(log_ratio)
+    clipped = ((ratio > 1 + epsilon_high) & (advantages > 0)) | ((ratio < 1 - epsilon_low) & (advantages < 0))
+    # per row when both are one value per row (TRL's global_masked_mean), else per loss token
+    weight = (mask.sum(1, keepdim=True) > 0).to(mask.dtype) if clipped.size(1) == 1 else mask
+    ratio = torch.where(weight > 0, ratio.expand_as(clipped), torch.zeros_like(weight))  # no inf x 0 off the mask
+    return torch.stack([(ratio * weight).sum(), (clipped.to(weight.dtype) * weight).sum(), weight.sum()]).float()
+
+
+def replay_ratio_metrics(totals: Sequence[float]) -> dict[str, float]:
+    """``hir/replay_ratio_mean`` and ``hir/replay_clip_ratio`` from `replay_ratio_counts` summed over ranks; empty
+    when the micro-batch holds no replay token (nothing to average)."""
+    ratio_sum, clipped, count = totals
+    if count <= 0:
+        return {}
+    return {"hir/replay_ratio_mean": ratio_sum / count, "hir/replay_clip_ratio": clipped / count}

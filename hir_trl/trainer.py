@@ -47,6 +47,7 @@ from .card import HIR_PAPER, card_fields, hir_card_section, local_card
 from .chat import completion_text, instruction_text
 from .configs import HiRConfig, check_batch_layout
 from .data import DatasetFormatError, normalize_dataset
+from .loss_weighting import prepare_loss_batch
 from .replay import (
     PROVISION_WINDOW,
     allocate_shortfall,
@@ -314,6 +315,17 @@ class HiRTrainer(GRPOTrainer):
         if share:
             capture.entropies = entropies
         return logps, (entropies if compute_entropy else None), aux
+
+    def _compute_loss(self, model, inputs):
+        """Override of `GRPOTrainer._compute_loss`: super's loss, unchanged, and the ``hir/replay_ratio_mean`` and
+        ``hir/replay_clip_ratio`` of the micro-batch's replays from that same forward pass
+        (`hir_trl.trl_adapter.replay_ratio_logging`).
+
+        Returns:
+            super's scalar loss tensor.
+        """
+        with trl_adapter.replay_ratio_logging(self, inputs):
+            return super()._compute_loss(model, inputs)
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         """Override of `GRPOTrainer._generate_single_turn`: record token entropies and log-probs while sampling.
@@ -606,6 +618,8 @@ class HiRTrainer(GRPOTrainer):
         # 6. Metrics, the completion log and `last_replay`.
         self._log_step(inputs, extended, new_rows, supplement, completions, lam, rewards, B,
                        0 if provisioned is None else int(provisioned["completion_mask"].sum().item()))
+        prepare_loss_batch(extended, new_rows, B, m, weighting=args.replay_loss_weighting, num_replays=k,
+                           gather=self.accelerator.gather)
         return extended
 
     def _relabel(self, inputs, prompts, completions):

@@ -200,3 +200,53 @@ def log_hindsight_rows(trainer: Any, row_ids: Sequence[str], sampled_advantages:
                "supplementary": [False] * n + [e.supplementary for e in entries],
                "kept_constraints": [None] * n + [e.kept_constraints for e in entries]},
         new_row_extra={"verdicts": [e.verdicts for e in entries]})
+
+
+@contextmanager
+def replay_ratio_logging(trainer: Any, inputs: dict[str, Any]) -> Iterator[None]:
+    """Around one `GRPOTrainer._compute_loss` call: log ``hir/replay_ratio_mean`` and ``hir/replay_clip_ratio`` of
+    the micro-batch's replay rows from the loss's own log-probs (no extra forward pass).
+
+    Within the block, the first call of the trainer's ``_get_per_token_logps_and_entropies`` (TRL's loss forward)
+    is seen through: its log-probs, with the batch's ``old_per_token_logps``, ``advantages`` and loss mask, give
+    `hir_trl.step_log.replay_ratio_counts` (TRL's ``epsilon_low``, ``epsilon_high`` and
+    ``importance_sampling_level``), summed over ranks with ``accelerator.reduce`` (every rank computes the loss of
+    each micro-batch, so the reduction stays in step), appended to ``_metrics[mode]``. A batch without HiR's
+    ``replay_mask`` (evaluation, or a step HiR does not complete) logs nothing, nor does a micro-batch of no
+    replay token on any rank.
+    """
+    from .loss_weighting import REPLAY_MASK
+    from .step_log import replay_ratio_counts, replay_ratio_metrics
+
+    if inputs.get(REPLAY_MASK) is None:
+        yield
+        return
+    seen: list[Any] = []
+    inner = trainer._get_per_token_logps_and_entropies  # the class's method, or a wrapper set on the instance
+    patched = "_get_per_token_logps_and_entropies" in vars(trainer)
+
+    def seeing(*args: Any, **kwargs: Any):
+        out = inner(*args, **kwargs)
+        if not seen:
+            seen.append(out[0])
+        return out
+
+    trainer._get_per_token_logps_and_entropies = seeing
+    try:
+        yield
+    finally:
+        if patched:
+            trainer._get_per_token_logps_and_entropies = inner
+        else:
+            del trainer._get_per_token_logps_and_entropies
+    if not seen:  # a loss computed without TRL's forward (none in TRL 1.16): nothing to measure
+        return
+    mask = inputs["completion_mask"] if inputs.get("tool_mask") is None else \
+        inputs["completion_mask"] * inputs["tool_mask"]
+    counts = replay_ratio_counts(seen[0], inputs.get("old_per_token_logps"), mask, inputs[REPLAY_MASK],
+                                 inputs["advantages"], epsilon_low=trainer.epsilon_low,
+                                 epsilon_high=trainer.epsilon_high, level=trainer.importance_sampling_level)
+    totals = trainer.accelerator.reduce(counts, reduction="sum").tolist()
+    mode = "train" if trainer.model.training else "eval"
+    for name, value in replay_ratio_metrics(totals).items():
+        trainer._metrics[mode][name].append(value)

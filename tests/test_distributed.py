@@ -105,6 +105,24 @@ def test_two_ranks_match_one_process_with_the_same_global_batch(tmp_path, tiny_m
         assert any(a["kind"] == "replay" for a in single["added"])
 
 
+def test_paper_loss_weighting_on_two_ranks_matches_one_process(tmp_path, tiny_model_path):
+    """replay_loss_weighting 'paper' counts the groups and loss tokens of all ranks: 2 ranks x 6 rows and 1 rank x 12
+    rows (the same global batch) give the same objective, sum(A' x mask) / num_items_in_batch, and it is not the
+    token mean's."""
+    flags = ("--scripted", "--max-steps", "2")
+    two = torchrun(tmp_path, tiny_model_path, 2, "two", *flags, "--loss-weighting", "paper")
+    one = torchrun(tmp_path, tiny_model_path, 1, "one", *flags, "--per-device-batch", "12", "--loss-weighting",
+                   "paper")[0]
+    token = torchrun(tmp_path, tiny_model_path, 1, "token", *flags, "--per-device-batch", "12")[0]
+    assert len(one) == len(two[0]) == len(two[1]) == len(token) == 1
+    (rank0,), (rank1,), (single,), (mean,) = two[0], two[1], one, token
+    assert rank0["num_items_in_batch"] == rank1["num_items_in_batch"] == single["num_items_in_batch"]
+    paper = single["advantage_token_sum"] / single["num_items_in_batch"]
+    assert (rank0["advantage_token_sum"] + rank1["advantage_token_sum"]) / rank0["num_items_in_batch"] == \
+        pytest.approx(paper, rel=1e-5, abs=1e-7)
+    assert paper != pytest.approx(mean["advantage_token_sum"] / mean["num_items_in_batch"], rel=1e-3, abs=1e-6)
+
+
 # ------------------------------------------------------------------------------------------ DeepSpeed on CPU
 
 DEEPSPEED_CONFIGS = REPO_ROOT / "recipes" / "deepspeed"

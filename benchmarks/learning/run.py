@@ -62,7 +62,8 @@ from benchmarks.learning.task import CACHE_ROOT, FAMILIES, TaskConfig, ensure_sf
 METHODS = ("hir", "hir_paper", "random", "rl_ir", "rl_cr", "hir_cla", "hir_paper_rpp", "rl_cr_rpp", "rl_ir_rpp")
 #: The paper recipes' (``recipes/*/hir/config_paper.yaml``) objective: Reinforce++ with the KL term in the loss.
 PAPER_OBJECTIVE = dict(advantage_estimator="reinforce_pp", beta=1e-4)
-#: The paper recipes' replay options (paper Algorithm 1, eq. "hir").
+#: The paper recipes' replay options (paper Algorithm 1, eq. "hir"). Loss aggregation: HiRConfig's default
+#: ``replay_loss_weighting="token"`` (TRL's dapo token mean, the released code's), as in the recipes.
 PAPER_REPLAY = dict(replay_selection="curriculum", reward_mode="ila", replay_scope="group",
                     replay_shortfall="resample", replay_old_logps="original", replay_advantage="group",
                     replay_truncated_completions=True, diversity_aggregation="mean", hindsight_relabel="drop")
@@ -287,7 +288,7 @@ def run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_p
         keep = ("reward/ila", "reward/cla", "hir/generated_tokens", "hir/supplementary_samples",
                 "hir/filler_samples", "hir/replayed_rows", "hir/replayed_fraction", "hir/rows_per_group",
                 "hir/groups_all_failed", "hir/lambda", "hir/replay_integrity_mean", "hir/relabelled_constraints",
-                "hir/padded_rows", "completions/mean_length",
+                "hir/padded_rows", "hir/replay_ratio_mean", "hir/replay_clip_ratio", "completions/mean_length",
                 "step_time", "loss", "entropy", "clip_ratio/high_mean", "clip_ratio/low_mean",
                 "clip_ratio/region_mean", "verify/errors")
         logs = [{"step": e["step"], **{k: e[k] for k in e if k in keep or k.startswith("hir/seconds_")}}

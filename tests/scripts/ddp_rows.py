@@ -58,6 +58,7 @@ def main() -> None:
     parser.add_argument("--deepspeed", default=None)
     parser.add_argument("--skip-supplementary-on-rank0", action="store_true")
     parser.add_argument("--provision", default="none")
+    parser.add_argument("--loss-weighting", default="token")
     cli = parser.parse_args()
 
     args = HiRConfig(output_dir=cli.output_dir, per_device_train_batch_size=cli.per_device_batch,
@@ -66,6 +67,7 @@ def main() -> None:
                      report_to="none", logging_steps=1, save_strategy="no", seed=0, beta=0.04,
                      replay_truncated_completions=True,  # the random tiny model never emits EOS
                      replay_shortfall="resample", supplementary_provision=cli.provision,
+                     replay_loss_weighting=cli.loss_weighting,
                      deepspeed=cli.deepspeed, ddp_timeout=120)  # a rank out of step fails, never waits 30 minutes
     trainer = HiRTrainer(model=cli.model, args=args, train_dataset=load_hir_dataset(cli.data))
     rank = trainer.accelerator.process_index
@@ -116,6 +118,10 @@ def main() -> None:
             "rows": {k: int(v.shape[0]) for k, v in out.items() if isinstance(v, torch.Tensor) and v.dim() > 0},
             "num_items_in_batch": int(out["num_items_in_batch"].item()),
             "local_loss_tokens": int(out["completion_mask"].sum().item()),
+            # sum over this rank's loss tokens of the advantages TRL's loss multiplies (at ratio 1, minus the dapo
+            # loss times num_items_in_batch)
+            "advantage_token_sum": float((out["advantages"].unsqueeze(1) if out["advantages"].dim() == 1
+                                          else out["advantages"]).mul(out["completion_mask"]).sum().item()),
             "row_ids": row_ids,
             "kinds": [r.kind for r in replay.new_rows],
             "added": added,
