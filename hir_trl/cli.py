@@ -9,12 +9,20 @@ A user error (bad data, a bad flag or recipe value, a missing judge key, a missi
 line, ``hir-trl train: error: ...``, with exit status 2; so is a judge that stops training (`hir_trl.judge.JudgeError`:
 ``judge_failure_policy: raise`` firing, or every request of a step failing with an error no retry can fix).
 ``--debug`` (or ``HIR_TRL_DEBUG=1``) shows the traceback instead. Ctrl-C stops training with exit status 130 and names the last complete checkpoint to resume from.
+So do a NaN/inf met in training or a reward function's bad result (`hir_trl.guards`) and a full disk while saving.
+
+An ``output_dir`` holds one run (`check_output_dir`, `check_finished`; docs/scale-out.md "Resume and re-run"):
+``--resume_from_checkpoint`` on a run that already reached ``max_steps`` prints one line ("already finished") and
+exits 0 without touching it; ``--overwrite_output_dir`` deletes what the earlier run wrote (`run_outputs`) and
+nothing else; the two together are refused.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
 import sys
 import warnings
 from collections.abc import Sequence
@@ -74,8 +82,10 @@ def parse_train_args(argv: Sequence[str]):
         UsageError, ValueError: a bad flag, an unknown recipe key, or a value of the wrong type or out of range.
     """
     from .configs import field_type_problem
+    from .recipes import check_recipe
 
     argv = list(argv)
+    check_recipe(argv)  # a key given twice: TRL's YAML loader would keep the last value silently
     *parsed, from_recipe, from_command_line = make_train_parser().parse_args_and_config(
         argv, return_remaining_strings=True, separate_remaining_strings=True)
     if from_recipe:
@@ -179,48 +189,218 @@ def check_resume(resume_from_checkpoint, output_dir: str) -> str | None:
     return str(path)
 
 
+#: Files a run writes at the top of its ``output_dir`` besides its model: `Trainer.save_state`, ``save_model``'s
+#: pickled arguments, results files, and the replay RNG.
+_RUN_FILES = ("trainer_state.json", "training_args.bin", "all_results.json", "train_results.json",
+              "eval_results.json", "hir_state.json")
+#: What `Trainer.save_model` writes beside ``training_args.bin`` (model, tokenizer, model card): removed with the run
+#: only when ``training_args.bin`` marks the top of ``output_dir`` as a run's final model.
+_MODEL_FILES = re.compile(
+    r"(?:config|generation_config|tokenizer|tokenizer_config|special_tokens_map|added_tokens|vocab|"
+    r"preprocessor_config|processor_config|chat_template|adapter_config)\.(?:json|jinja)"
+    r"|(?:model|pytorch_model|adapter_model)(?:-\d+-of-\d+)?\.(?:safetensors|bin)"
+    r"|(?:model|pytorch_model)\.(?:safetensors|bin)\.index\.json|merges\.txt|vocab\.txt|tokenizer\.model|README\.md")
+#: A HiR model card (`hir_trl.card.hir_card_section`): a README.md that is a run's output, not the user's.
+_CARD_MARK = "## HiR training"
+
+
+def _checkpoint_folders(folder: Path) -> list[Path]:
+    found = [p for p in folder.glob("checkpoint-*") if p.name.split("-")[-1].isdigit() and p.is_dir()]
+    return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
+
+
 def _previous_run(output_dir: str) -> list[str]:
-    """What in ``output_dir`` belongs to an earlier run: its ``checkpoint-N`` folders, ``completions/`` and
-    ``trainer_state.json`` (names relative to ``output_dir``)."""
+    """What in ``output_dir`` shows an earlier run: its ``checkpoint-N`` folders, ``completions/`` and
+    ``trainer_state.json``, else ``training_args.bin`` (a final model alone); names relative to ``output_dir``."""
     folder = Path(output_dir)
     if not folder.is_dir():
         return []
-    found = sorted((p.name for p in folder.glob("checkpoint-*") if p.name.split("-")[-1].isdigit() and p.is_dir()),
-                   key=lambda name: int(name.split("-")[-1]))
+    found = [p.name for p in _checkpoint_folders(folder)]
     if (folder / "completions").is_dir() and any((folder / "completions").iterdir()):
         found.append("completions/")
     if (folder / "trainer_state.json").is_file():
         found.append("trainer_state.json")
+    if not found and (folder / "training_args.bin").is_file():  # a final model only (save_strategy: no, no logs)
+        found.append("training_args.bin")
     return found
 
 
-def check_output_dir(output_dir: str, resume_from_checkpoint: str | None, overwrite: bool) -> None:
+def run_outputs(output_dir: str) -> list[Path]:
+    """Every path of ``output_dir`` that an earlier run wrote, which ``--overwrite_output_dir`` removes: its
+    ``checkpoint-N`` folders, ``completions/``, TensorBoard's ``runs/``, `_RUN_FILES`, its HiR model card, and its
+    final model (`_MODEL_FILES`, only when ``training_args.bin`` is there). Nothing else: a folder or file of the
+    user's (a model or data kept inside ``output_dir``) stays."""
+    folder = Path(output_dir)
+    if not folder.is_dir():
+        return []
+    paths = _checkpoint_folders(folder)
+    if (folder / "completions").is_dir():
+        paths.append(folder / "completions")
+    runs = folder / "runs"
+    if runs.is_dir() and any(runs.rglob("events.out.tfevents*")):
+        paths.append(runs)
+    paths += [folder / name for name in _RUN_FILES if (folder / name).is_file()]
+    saved_model = (folder / "training_args.bin").is_file()
+    for path in sorted(folder.iterdir()):
+        if not path.is_file() or path in paths or not _MODEL_FILES.fullmatch(path.name):
+            continue
+        if path.name == "README.md":
+            if saved_model or _CARD_MARK in path.read_text(encoding="utf-8", errors="replace"):
+                paths.append(path)
+        elif saved_model:
+            paths.append(path)
+    return paths
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(folder.resolve())
+    except OSError:
+        return False
+
+
+def check_output_dir(output_dir: str, resume_from_checkpoint: str | None, overwrite: bool,
+                     keep: Sequence[str | None] = ()) -> None:
     """Keep two runs from mixing in one ``output_dir`` (before any model is loaded).
 
-    A fresh run (no ``resume_from_checkpoint``) into a folder that holds another run's checkpoints, completion logs
-    or trainer state is refused, unless ``overwrite`` (``--overwrite_output_dir``), which deletes that run's
-    ``checkpoint-N`` folders, ``completions/`` and ``trainer_state.json`` first (on the main process only), so that
-    neither the summary, checkpoint rotation nor a later ``--resume_from_checkpoint true`` sees them.
+    A fresh run (no ``resume_from_checkpoint``) into a folder that holds another run's checkpoints, completion logs,
+    trainer state or final model (`_previous_run`) is refused, unless ``overwrite`` (``--overwrite_output_dir``),
+    which deletes everything that run wrote (`run_outputs`; on the main process only) and nothing else. Resuming
+    from a checkpoint of another folder into an ``output_dir`` that holds a run is refused the same way.
+
+    Args:
+        output_dir: the run's folder.
+        resume_from_checkpoint: the checkpoint folder resumed from (`check_resume`), or None.
+        overwrite: ``--overwrite_output_dir``.
+        keep: paths the run reads (``model_name_or_path``, ``dataset_name``): ``overwrite`` never deletes them.
 
     Raises:
-        ValueError: ``output_dir`` holds another run and neither ``overwrite`` nor ``resume_from_checkpoint`` is set.
+        ValueError: ``output_dir`` is a file; ``overwrite`` together with ``resume_from_checkpoint``; ``output_dir``
+            holds another run and neither ``overwrite`` nor a checkpoint of it is resumed from; ``overwrite`` would
+            delete a path of ``keep``.
     """
+    folder = Path(output_dir)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"output_dir {output_dir} is a file, not a folder: give the path of a folder (it is created "
+                         "when missing), or move the file away")
+    if overwrite and resume_from_checkpoint is not None:
+        raise ValueError(f"overwrite_output_dir: true deletes the previous run of {output_dir}, "
+                         f"resume_from_checkpoint ({resume_from_checkpoint}) continues one: pass one of them, not both")
     previous = _previous_run(output_dir)
-    if not previous or resume_from_checkpoint is not None:
+    shown = ", ".join(previous if len(previous) <= 4 else [*previous[:2], "...", *previous[-2:]])
+    if resume_from_checkpoint is not None:
+        if previous and not _inside(Path(resume_from_checkpoint), folder):
+            raise ValueError(f"output_dir {output_dir} holds another run ({shown}), and resume_from_checkpoint "
+                             f"{resume_from_checkpoint} is a checkpoint of another folder: the two runs would mix; "
+                             "resume into an empty output_dir, or from a checkpoint of this one")
+        return
+    if not previous:
         return
     if not overwrite:
-        shown = ", ".join(previous if len(previous) <= 4 else [*previous[:2], "...", *previous[-2:]])
         raise ValueError(f"output_dir {output_dir} holds another run ({shown}): pass --overwrite_output_dir true to "
                          "replace it, --resume_from_checkpoint true to continue it, or choose another output_dir")
+    doomed = run_outputs(output_dir)
+    for path in (Path(p) for p in keep if p):
+        if path.exists() and any(_inside(path, d) if d.is_dir() else path.resolve() == d.resolve() for d in doomed):
+            raise ValueError(f"overwrite_output_dir: true would delete {path}, which this run reads (the previous "
+                             f"run's output in {output_dir}); copy it elsewhere first, or choose another output_dir")
     if os.environ.get("RANK", "0") == "0":  # one process deletes (all of them check before anything is written)
         import shutil
 
-        for name in previous:
-            path = Path(output_dir) / name
+        for path in doomed:
             if path.is_dir():
                 shutil.rmtree(path)
             else:
                 path.unlink()
+
+
+class AlreadyFinished(Exception):
+    """``--resume_from_checkpoint`` names a run that already reached ``max_steps``: nothing to train (exit 0)."""
+
+
+def _state(path: Path) -> dict:
+    try:
+        state = json.loads((path / "trainer_state.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def check_finished(resume_from_checkpoint: str | None, requested, output_dir: str, max_steps: int) -> None:
+    """Refuse to resume a run that already reached its last step (`AlreadyFinished`), before any model is loaded:
+    resuming it would train past ``max_steps`` and overwrite its final model.
+
+    The run is finished when the checkpoint's ``global_step`` reached ``max_steps`` (the checkpoint's own
+    ``max_steps`` when the run trains by epochs, ``max_steps: -1``) or, for ``--resume_from_checkpoint true``, when
+    ``output_dir/trainer_state.json`` (written after the final model) did.
+
+    Raises:
+        AlreadyFinished: one line naming the step, the checkpoint, and how to train further.
+    """
+    if resume_from_checkpoint is None:
+        return
+    checkpoint = _state(Path(resume_from_checkpoint))
+    states = [(Path(resume_from_checkpoint), checkpoint)]
+    if requested in (True, "true", "True"):
+        states.append((Path(output_dir), _state(Path(output_dir))))
+    for where, state in states:
+        step, planned = state.get("global_step"), state.get("max_steps")
+        target = max_steps if max_steps > 0 else planned
+        if isinstance(step, int) and isinstance(target, int) and target > 0 and step >= target:
+            raise AlreadyFinished(
+                f"{output_dir} already finished: {where} is at step {step} of max_steps {target}, so "
+                "--resume_from_checkpoint has nothing to train and the final model is left as it is (raise "
+                "--max_steps to train further, or pass --overwrite_output_dir true to start again)")
+
+
+def prune_later_completions(resume_from_checkpoint: str | None, output_dir: str) -> list[Path]:
+    """Before resuming from ``checkpoint-N`` of ``output_dir``, delete the completion logs of the steps after N
+    (``completions/completions_<step>.parquet``, left by the same run going further before it was resumed from an
+    earlier point), so that ``completions/`` holds one line of training; on the main process only.
+
+    Returns:
+        The files deleted.
+    """
+    if resume_from_checkpoint is None or not _inside(Path(resume_from_checkpoint), Path(output_dir)):
+        return []
+    step = _state(Path(resume_from_checkpoint)).get("global_step")
+    if not isinstance(step, int):
+        return []
+    later = [p for p in sorted((Path(output_dir) / "completions").glob("completions_*.parquet"))
+             if p.stem.split("_")[-1].isdigit() and int(p.stem.split("_")[-1]) > step]
+    if os.environ.get("RANK", "0") == "0":
+        for path in later:
+            path.unlink()
+    return later
+
+
+def optimizer_restart_note(resume_from_checkpoint: str | None) -> str | None:
+    """A line saying that resuming from this checkpoint restarts the optimizer and learning-rate schedule (it has no
+    ``optimizer.pt``: saved with ``save_only_model: true``), or None."""
+    if resume_from_checkpoint is None:
+        return None
+    folder = Path(resume_from_checkpoint)
+    if any((folder / name).exists() for name in ("optimizer.pt", "optimizer.bin")) or any(folder.glob("global_step*")):
+        return None
+    return (f"{folder} holds no optimizer state (saved with save_only_model: true): training resumes from its "
+            "weights, but the optimizer (Adam moments) and the learning-rate schedule start again from scratch")
+
+
+def check_model_path(model_name_or_path: str, build_model: str | None) -> None:
+    """Refuse a ``model_name_or_path`` that can only be a local folder (``/``, ``./``, ``~``, or more than one
+    ``/``) and does not exist, unless ``build_model`` builds it there (the Hub client would call it a malformed
+    repo id).
+
+    Raises:
+        FileNotFoundError: naming the folder and the fix.
+    """
+    from .data import _looks_local
+
+    if build_model or Path(model_name_or_path).expanduser().exists() or not _looks_local(model_name_or_path):
+        return
+    raise FileNotFoundError(f"model_name_or_path {model_name_or_path}: no such model folder (give a local model "
+                            "directory, a Hub model id such as Qwen/Qwen2.5-7B-Instruct, or --build_model tiny to "
+                            "build a tiny model there)")
 
 
 def prepare_training(script_args, training_args, model_args):
@@ -249,13 +429,28 @@ def prepare_training(script_args, training_args, model_args):
     if not model_args.model_name_or_path:
         raise ValueError("model_name_or_path is required: a Hub model id or a local model folder (with "
                          "--build_model tiny, the folder the tiny model is built in)")
+    if Path(training_args.output_dir).is_file():
+        check_output_dir(training_args.output_dir, None, False)  # a file: one line, before resume looks inside
     # transformers takes a string as a path: "true" from the command line becomes the latest checkpoint's folder
-    training_args.resume_from_checkpoint = check_resume(training_args.resume_from_checkpoint, training_args.output_dir)
-    check_output_dir(training_args.output_dir, training_args.resume_from_checkpoint, script_args.overwrite_output_dir)
+    requested = training_args.resume_from_checkpoint
+    if script_args.overwrite_output_dir and requested not in (None, False, "", "false", "False"):
+        check_output_dir(training_args.output_dir, str(requested), True)  # refused together, before any lookup
+    training_args.resume_from_checkpoint = check_resume(requested, training_args.output_dir)
+    check_output_dir(training_args.output_dir, training_args.resume_from_checkpoint, script_args.overwrite_output_dir,
+                     keep=(model_args.model_name_or_path, str(script_args.dataset_name)))
+    check_finished(training_args.resume_from_checkpoint, requested, training_args.output_dir, training_args.max_steps)
+    later = prune_later_completions(training_args.resume_from_checkpoint, training_args.output_dir)
+    if later:
+        print(f"hir-trl train: resuming from {training_args.resume_from_checkpoint}: removed {len(later)} completion "
+              f"log(s) of later steps ({later[0].name} on), which this run writes again", file=sys.stderr)
+    note = optimizer_restart_note(training_args.resume_from_checkpoint)
+    if note is not None:
+        print(f"hir-trl train: warning: {note}", file=sys.stderr)
     import_verifier_modules(script_args.verifier_modules)  # their register_verifier calls, before the data loads
     dataset = load_hir_dataset(script_args.dataset_name, split=script_args.dataset_train_split,
                                name=script_args.dataset_config, max_rows=script_args.dataset_max_rows,
                                on_unverifiable=script_args.dataset_on_unverifiable)
+    check_model_path(model_args.model_name_or_path, script_args.build_model)
     if script_args.build_model == "tiny":
         from .tiny import ensure_tiny_model
 
@@ -348,6 +543,9 @@ def run_train(argv: Sequence[str]) -> int:
         try:  # user errors surface before the first step; later errors keep their traceback
             script_args, training_args, model_args = parse_train_args(argv)
             trainer, dataset = prepare_training(script_args, training_args, model_args)
+        except AlreadyFinished as exc:  # a re-run of a finished job: nothing to do, nothing touched
+            print(f"hir-trl train: {exc}", file=sys.stderr)
+            return 0
         except user_errors as exc:
             if debug:
                 raise
@@ -356,6 +554,7 @@ def run_train(argv: Sequence[str]) -> int:
         except KeyboardInterrupt:
             print("hir-trl train: interrupted before training started", file=sys.stderr)
             return 130
+        from .guards import NonFiniteTrainingError, RewardFunctionError
         from .judge import JudgeError
 
         try:
@@ -363,16 +562,36 @@ def run_train(argv: Sequence[str]) -> int:
         except TrainingInterrupted as exc:
             print(f"hir-trl train: {exc}", file=sys.stderr)
             return 130
-        except JudgeError as exc:  # judge_failure_policy: raise, or a judge that cannot work: stop, one line
-            if debug:
+        except Exception as exc:
+            # judge_failure_policy: raise or a judge that cannot work; NaN/inf or a reward function's bad result;
+            # a full disk while saving: stop, one line (nothing more is saved)
+            full = disk_full(exc)
+            if debug or not (full or isinstance(exc, (JudgeError, NonFiniteTrainingError, RewardFunctionError))):
                 raise
             close_progress_bar(trainer)
             complete = _complete_checkpoints(training_args.output_dir)
             where = f"; the last complete checkpoint is {complete[-1]}" if complete else ""
-            print(f"hir-trl train: error: stopped at step {trainer.state.global_step}: {one_line(exc)}{where}",
+            what = (f"no space left on device while saving to {training_args.output_dir} ({full}); free space or "
+                    "choose another output_dir" if full else one_line(exc))
+            print(f"hir-trl train: error: stopped at step {trainer.state.global_step}: {what}{where}",
                   file=sys.stderr)
             return 2
     return 0
+
+
+def disk_full(exc: BaseException) -> str | None:
+    """The first line of the error in ``exc``'s chain that says the disk is full (an `OSError` with ``ENOSPC``, or
+    torch's and safetensors' own wording of it), or None."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        text = str(exc)
+        if (isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)) or any(
+                mark in text for mark in ("No space left on device", "StorageFull", "Disk quota exceeded",
+                                          "file write failed")):
+            return (text.strip().splitlines() or [type(exc).__name__])[0][:200]
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

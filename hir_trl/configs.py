@@ -455,6 +455,9 @@ class HiRConfig(GRPOConfig):
                 json.loads(self.judge_extra_kwargs)
             except ValueError as exc:
                 raise ValueError(f"judge_extra_kwargs is not valid JSON: {exc}") from None
+        problem = _guards_problem(self)  # NaN/inf, nothing to train, batch of partial groups, nested credentials
+        if problem is not None:
+            raise ValueError(problem)
         super().__post_init__()
         self._validate_judge_fields()
         if self.max_prompt_length is not None and self.max_prompt_length < 1:
@@ -553,8 +556,10 @@ class HiRScriptArguments(ScriptArguments):
     overwrite_output_dir: bool = field(
         default=False,
         metadata={"help": "Start afresh in an output_dir that holds another run (checkpoint-N folders, completions/, "
-                  "trainer_state.json): its checkpoints and completion logs are deleted first. Without it (or "
-                  "resume_from_checkpoint) such an output_dir is refused, so that two runs never mix."},
+                  "trainer_state.json, training_args.bin): everything that run wrote (checkpoints, completion logs, "
+                  "state, model card, final model) is deleted first; other files and folders in it are kept. "
+                  "Without it (or resume_from_checkpoint) such an output_dir is refused, so that two runs never mix; "
+                  "with resume_from_checkpoint it is refused."},
     )
 
     def __post_init__(self) -> None:
@@ -633,6 +638,12 @@ def field_type_problem(config: Any) -> str | None:
         if not ok:
             return f"{name} must be {_KIND_NAMES[kind]}, got {value!r} ({type(value).__name__})"
     return None
+
+
+def _guards_problem(args: Any) -> str | None:
+    from .guards import config_problem
+
+    return config_problem(args)
 
 
 def check_batch_layout(args: Any) -> None:

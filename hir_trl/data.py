@@ -82,6 +82,8 @@ class DatasetFormatError(ValueError):
 
 
 def _validate_hard(index: int, field: str, family: str, instruction_id: str, kwargs: dict[str, Any]) -> None:
+    if family not in verifiers.FAMILIES:  # the family, not the id, is what is missing
+        raise DatasetFormatError(index, field, verifiers.unknown_family_message(family))
     if not verifiers.is_known(family, instruction_id):
         raise DatasetFormatError(index, field, f"unknown instruction id {instruction_id!r} in family {family!r}")
     problem = verifiers.validate_constraint(family, instruction_id, kwargs)

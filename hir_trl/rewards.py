@@ -290,18 +290,21 @@ def trainer_reward(args: Any, train_dataset: Any, eval_dataset: Any = None, rewa
 
     Returns:
         ``(reward_funcs, train_dataset, eval_dataset)``; ``reward_funcs[0]`` is the `ConstraintReward`, its
-        ``reward_mode`` set to ``args.reward_mode``.
+        ``reward_mode`` set to ``args.reward_mode``; the other functions are wrapped so that each call's result is
+        checked (`hir_trl.guards.checked_reward_function`: one finite number or None per completion).
 
     Raises:
         TypeError: a reward that is not a function (a reward model: its id or module), or a second
             `ConstraintReward`.
-        ValueError: a `ConstraintReward` whose ``reward_mode`` differs from ``args.reward_mode`` (both named), a
+        ValueError: ``soft_constraints: skip`` leaves no training row; a `ConstraintReward` whose ``reward_mode``
+            differs from ``args.reward_mode`` (both named), a
             `ConstraintReward` that is not first, ``reward_weights`` of the wrong length, or extra reward functions
             with ``multi_objective_aggregation`` other than ``"sum_then_normalize"``.
         SoftConstraintsWithoutJudgeError: see `check_soft_constraints_judged`.
         KeyError: ``judge_api_key_env`` names an unset variable.
     """
     from .data import drop_soft_constraints, has_soft_constraints
+    from .guards import checked_reward_function
     from .judge import build_judge
 
     funcs = [] if reward_funcs is None else list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [
@@ -320,6 +323,11 @@ def trainer_reward(args: Any, train_dataset: Any, eval_dataset: Any = None, rewa
     if args.soft_constraints == "skip":
         train_dataset = drop_soft_constraints(train_dataset)
         eval_dataset = None if eval_dataset is None else drop_soft_constraints(eval_dataset)
+        if hasattr(train_dataset, "__len__") and len(train_dataset) == 0:
+            raise ValueError("soft_constraints: skip removed every row of the training data (each held only soft "
+                             "constraints, which no rule verifier checks): nothing is left to train on; set "
+                             "judge_model and soft_constraints: judge (docs/judge.md), or add rows with hard "
+                             "constraints")
     if constraint:
         reward = constraint[0]
         if reward.reward_mode is not None and reward.reward_mode != args.reward_mode:
@@ -341,7 +349,7 @@ def trainer_reward(args: Any, train_dataset: Any, eval_dataset: Any = None, rewa
                          f"(multi_objective_aggregation='sum_then_normalize'), got {aggregation!r}")
     if reward.judge is None and args.soft_constraints == "judge":
         check_soft_constraints_judged(train_dataset, eval_dataset)
-    return [reward, *extras], train_dataset, eval_dataset
+    return [reward, *map(checked_reward_function, extras)], train_dataset, eval_dataset
 
 
 def _is_module(function: Any) -> bool:

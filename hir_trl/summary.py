@@ -190,6 +190,13 @@ def training_summary(output_dir: str | os.PathLike, log_history: Sequence[Mappin
             lines.append("      q' keeps:")
             lines += [f"        - {_clip(str(c), 150)}" for c in ex["kept"]] or ["        (none)"]
             lines.append(f"      y : {_clip(ex['y'], 160)!r}")
+    from .verifiers.registry import checker_failures
+
+    failures = checker_failures()
+    if failures:
+        lines += ["", "Verifiers of your own that failed (each failure counts as an unmet constraint, verify/errors):"]
+        lines += [f"  {family}/{instruction_id}: {count} failed check(s); first: {_clip(first, 150)}"
+                  for (family, instruction_id), (count, first) in failures.items()]
     checkpoints = _until(output_dir.glob("checkpoint-*"), last_step)
     lines += ["", "Where things are:", f"  final model     : {output_dir}"]
     lines.append(f"  last checkpoint : {checkpoints[-1] if checkpoints else '(none saved)'}")

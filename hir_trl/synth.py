@@ -61,6 +61,7 @@ import itertools
 import json
 import logging
 import math
+import os
 import random
 import re
 import sys
@@ -653,8 +654,33 @@ def registered_samplers(family: str) -> dict[str, Sampler]:
                 continue
             samplers[f"{family}:{instruction_id}"] = lambda rng, task, used: {}
         else:
-            samplers[f"{family}:{instruction_id}"] = lambda rng, task, used, draw=sampler: dict(draw(rng, task))
+            samplers[f"{family}:{instruction_id}"] = (
+                lambda rng, task, used, draw=sampler, name=f"{family}/{instruction_id}": _sampled(name, draw, rng, task))
     return samplers
+
+
+def _sampled(name: str, draw: Callable[..., Any], rng: random.Random, task: str) -> dict[str, Any]:
+    """The kwargs ``draw`` (a registered ``sample_kwargs``) gives, or a ValueError naming the verifier."""
+    try:
+        kwargs = draw(rng, task)
+    except Exception as exc:  # noqa: BLE001 - the user's sampler: one line naming it
+        raise ValueError(f"sample_kwargs of {name} failed: {type(exc).__name__}: {exc} (it is called as "
+                         "sample_kwargs(rng: random.Random, task: str) -> dict)") from None
+    if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
+        raise ValueError(f"sample_kwargs of {name} returned {type(kwargs).__name__} {kwargs!r:.60}, not a dict of "
+                         "keyword arguments")
+    return dict(kwargs)
+
+
+def _description(family: str, instruction_id: str, kwargs: Mapping[str, Any]) -> str:
+    """The constraint text of a registered id for ``kwargs``; its checker refusing the kwargs, or a description
+    template or function that fails, is a ValueError naming the verifier."""
+    try:
+        return _registry(family)[instruction_id](**kwargs).build_description()
+    except Exception as exc:  # noqa: BLE001 - the user's description or kwargs: one line naming them
+        raise ValueError(f"the description of {family}/{instruction_id} failed for kwargs {kwargs!r:.80}: "
+                         f"{type(exc).__name__}: {exc} (register_verifier's description is formatted with "
+                         "str.format(**kwargs), or called as description(**kwargs) -> str)") from None
 
 
 def _families() -> list[str]:
@@ -783,7 +809,7 @@ def _native_row(task: str, index: int, seed: int, constraints: Sequence[tuple[st
             family, instruction_id = ("ifeval" if name in ifeval.REGISTRY else "ifbench"), name
         else:
             family, instruction_id = name.split(":", 1)
-        text = _registry(family)[instruction_id](**kwargs).build_description()
+        text = _description(family, instruction_id, kwargs)
         items.append({"text": text, "family": family, "instruction_id": instruction_id, "kwargs": kwargs})
     return {"id": f"synth-{seed}-{index}", "task": task, "constraints": items, "template": q_type,
             "prompt": join_instruction(task, [item["text"] for item in items], q_type)}
@@ -903,14 +929,24 @@ def _check_args(args: argparse.Namespace) -> None:
     """Refuse bad values before any data is read.
 
     Raises:
-        ValueError: ``num_constraints`` or ``max_rows`` < 1, or an ``output`` that is a folder or has another
-            suffix than .jsonl, .json or .parquet.
+        ValueError: ``num_constraints`` or ``max_rows`` < 1, an ``output`` that is the input file (its path,
+            another spelling of it, a symbolic or hard link to it) or lies in the input folder, or that is a folder
+            or has another suffix than .jsonl, .json or .parquet.
     """
     if args.num_constraints < 1:
         raise ValueError(f"--num_constraints must be >= 1, got {args.num_constraints}")
     if args.max_rows is not None and args.max_rows < 1:
         raise ValueError(f"--max_rows must be >= 1, got {args.max_rows}")
     output = Path(args.output)
+    source = Path(args.dataset_name)
+    if output.exists() and source.exists() and (os.path.samefile(output, source)
+                                               or output.resolve() == source.resolve()):
+        raise ValueError(f"--output {output} is the input --dataset_name {args.dataset_name} (the same file, through "
+                         "a link or another spelling of its path): synth would overwrite its input; give another "
+                         "--output")
+    if source.is_dir() and output.exists() and output.resolve().is_relative_to(source.resolve()):
+        raise ValueError(f"--output {output} is inside the input folder --dataset_name {args.dataset_name}: a "
+                         "later run would read it as input; give an --output outside it")
     if output.is_dir():
         raise ValueError(f"--output {output} is a folder: give a file name ending in .jsonl, .json or .parquet")
     if output.suffix not in (".jsonl", ".json", ".parquet"):

@@ -47,6 +47,7 @@ from .card import HIR_PAPER, card_fields, hir_card_section, local_card
 from .chat import completion_text, instruction_text
 from .configs import HiRConfig, check_batch_layout
 from .data import DatasetFormatError, normalize_dataset
+from .guards import NonFiniteGuard
 from .loss_weighting import prepare_loss_batch
 from .replay import (
     PROVISION_WINDOW,
@@ -192,6 +193,7 @@ class HiRTrainer(GRPOTrainer):
         self._shortfalls: deque[list[int]] = deque(maxlen=PROVISION_WINDOW)  # per-group k - z, all ranks
         super().__init__(model=model, reward_funcs=[reward_funcs, *self.extra_reward_funcs], args=args,
                          train_dataset=train_dataset, **kwargs)
+        self.add_callback(NonFiniteGuard())  # stop on a NaN/inf gradient, parameter or loss (hir_trl.guards)
         if self.use_vllm and self.vllm_mode == "colocate" and vllm_runs_on_cpu():
             fix_colocate_weight_sync(self.vllm_generation)  # vLLM's CPU build repacks its weights (hir_trl.vllm_cpu)
         if self.accelerator.device.type == "cuda":

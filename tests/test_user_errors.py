@@ -207,8 +207,10 @@ def test_flag_errors_are_one_line(tmp_path, capsys, case):
     ("lora_r: 8.5", "lora_r must be an integer, got 8.5"),  # TRL's ModelConfig is checked too
 ])
 def test_recipe_values_are_checked_at_parse_time(tmp_path, capsys, line, fragment):
-    recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(TINY_RECIPE.read_text() + "\n" + line + "\n")
+    recipe = tmp_path / "recipe.yaml"  # the recipe's own line for that key replaced (a key given twice is refused)
+    key = line.split(":")[0]
+    kept = [old for old in TINY_RECIPE.read_text().splitlines() if not old.startswith(f"{key}:")]
+    recipe.write_text("\n".join(kept) + "\n" + line + "\n")
     if fragment is None:  # parses: the run then fails on purpose at the data, before anything is written
         code, out, err = train(tmp_path, capsys, "--dataset_name", tmp_path / "none.jsonl", recipe=recipe)
         assert_one_line_error(code, out, err, "none.jsonl does not exist")

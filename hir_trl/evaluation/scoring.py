@@ -5,7 +5,8 @@ lm-eval 0.4.x):
 
 - Responses are joined to benchmark rows by ``key`` when both the response line and the row have one (and the
   line's ``benchmark``, if any, names this benchmark), else by the prompt text (the final user turn) with runs of
-  whitespace collapsed. A prompt with no response is a failure of every one of its constraints, and is listed in
+  whitespace collapsed. A line whose key names a row while its prompt is another row's is refused
+  (`ResponseSet.check_keys`). A prompt with no response is a failure of every one of its constraints, and is listed in
   the report; more than a few (`max_missing`) stop scoring unless allowed, since the headline would mostly
   measure the join.
 - Strict: `hir_trl.verifiers.verify_constraint` (``None`` kwargs dropped, an all-whitespace response fails;
@@ -121,12 +122,14 @@ class ResponseSet:
         sources: the files read.
         by_key: ``(benchmark name or None, key)`` -> responses, for lines that give a ``key``.
         key_prompts: the same keys -> the normalized prompt text of those lines.
+        key_lines: the same keys -> ``(location, normalized prompt)`` of every line that gives that key.
     """
 
     by_prompt: dict[str, list[str]] = field(default_factory=dict)
     sources: list[str] = field(default_factory=list)
     by_key: dict[tuple[str | None, str], list[str]] = field(default_factory=dict)
     key_prompts: dict[tuple[str | None, str], str] = field(default_factory=dict)
+    key_lines: dict[tuple[str | None, str], list[tuple[str, str]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         normalized: dict[str, list[str]] = {}
@@ -143,6 +146,36 @@ class ResponseSet:
             if self.by_key.get(key):
                 return key
         return None
+
+    def check_keys(self, benchmarks: Sequence[Benchmark]) -> None:
+        """Refuse a line whose ``key`` contradicts its prompt: the key names a row of ``benchmarks`` (of the benchmark
+        the line names, or of any when it names none) while the line's prompt is the prompt of another row and not
+        of that one (a key such as a line index would score the response against another prompt's constraints). A
+        prompt that is no row's prompt (rewritten by a chat template, translated) is joined by its key.
+
+        Raises:
+            ResponsesFormatError: naming the line, its key, and both prompts.
+        """
+        rows: dict[tuple[str, str], list[str]] = {}
+        prompts: dict[str, set[str]] = {}
+        for benchmark in benchmarks:
+            for row in benchmark.rows:
+                rows.setdefault((benchmark.name, str(row.key)), []).append(row.prompt)
+                prompts.setdefault(benchmark.name, set()).add(normalize_prompt(row.prompt))
+        names = [b.name for b in benchmarks]
+        for (bench, key), lines in self.key_lines.items():
+            if bench is not None and bench not in names:
+                continue
+            scope = [bench] if bench is not None else names
+            named = [(name, prompt) for name in scope for prompt in rows.get((name, key), [])]
+            own = {normalize_prompt(prompt) for _, prompt in named}
+            for where, prompt in lines:
+                if named and prompt not in own and any(prompt in prompts.get(name, ()) for name in scope):
+                    name, other = named[0]
+                    raise ResponsesFormatError(
+                        f"{where}: key {key!r} names row {key} of {name}, whose prompt is {_snippet(other)!r}, but "
+                        f"this line's prompt is another row's, {_snippet(prompt)!r}: fix the key (the benchmark "
+                        "row's key, as hir-trl eval generate writes it) or remove it to match by prompt text")
 
     def for_row(self, row: Any, benchmark: str | None = None) -> list[str]:
         """The responses to a benchmark row: by its key when a response line gives that key (and names this
@@ -192,6 +225,7 @@ def read_responses(paths: str | Path | Iterable[str | Path]) -> ResponseSet:
     entries: dict[str, list[tuple[float, int, str]]] = {}
     keyed: dict[tuple[str | None, str], list[tuple[float, int, str]]] = {}
     key_prompts: dict[tuple[str | None, str], str] = {}
+    key_lines: dict[tuple[str | None, str], list[tuple[str, str]]] = {}
     seen: dict[tuple[str, int], str] = {}
     sources = []
     order = 0
@@ -231,10 +265,11 @@ def read_responses(paths: str | Path | Iterable[str | Path]) -> ResponseSet:
             if key is not None:
                 keyed.setdefault((bench, str(key)), []).append(entry)
                 key_prompts.setdefault((bench, str(key)), prompt)
+                key_lines.setdefault((bench, str(key)), []).append((where, prompt))
             order += 1
     by_prompt = {p: [r for _, _, r in sorted(items)] for p, items in entries.items()}
     by_key = {k: [r for _, _, r in sorted(items)] for k, items in keyed.items()}
-    return ResponseSet(by_prompt, sources, by_key, key_prompts)
+    return ResponseSet(by_prompt, sources, by_key, key_prompts, key_lines)
 
 
 def _snippet(text: str, width: int = 60) -> str:
@@ -641,6 +676,8 @@ def score(benchmarks: Sequence[Benchmark],
         raise ValueError(f"benchmark names must be unique, got {duplicates} twice; name them NAME=PATH")
     shared = responses if isinstance(responses, ResponseSet) else ResponseSet.from_mapping(responses or {})
     per = {b.name: (responses_by_benchmark or {}).get(b.name, shared) for b in benchmarks}
+    for response_set in {id(s): s for s in per.values()}.values():
+        response_set.check_keys([b for b in benchmarks if per[b.name] is response_set])
     for benchmark in benchmarks:
         check_responses_fit([benchmark], per[benchmark.name], num_samples, allow_missing)
     if not allow_unknown:

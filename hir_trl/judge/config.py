@@ -141,19 +141,85 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(item)
 
 
+#: litellm arguments the judge cannot work with: each request must return one whole answer.
+_UNSUPPORTED_ARGUMENTS = {
+    "stream": "the judge reads one whole answer per request (a streamed one has no YES/NO to read); remove it",
+    "stream_options": "the judge does not stream its requests; remove it",
+    "n": "the judge reads one answer per request (several choices would be billed and ignored); remove it",
+    "best_of": "the judge reads one answer per request; remove it",
+}
+
+#: An HTTP authorization value (``Bearer <token>``, ``Basic <user:password>``).
+_AUTH_SCHEME = re.compile(r"\b(?:Bearer|Basic|Token)\s+\S{6,}", re.I)
+#: Names of special tokens (``pad_token``, ...) whose string values are token texts, not credentials.
+_SPECIAL_TOKEN_NAME = re.compile(r"(?:pad|eos|bos|unk|sep|cls|mask|additional_special)_tokens?", re.I)
+
+
+def _credential_items(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
+    """``(dotted path, why)`` of every item of a nested mapping/list that carries a credential: a string (or
+    bytes) value under a name that reads like one (`credential_param`; special-token names excepted), HTTP
+    ``headers``, or any string shaped like one (`looks_like_credential`, a 40-digit commit hash excepted; an
+    authorization value such as ``Bearer ...``)."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            if (isinstance(item, (str, bytes)) and item and credential_param(str(key))
+                    and not _SPECIAL_TOKEN_NAME.fullmatch(str(key))):
+                yield where, "name"
+            elif str(key).lower() in ("headers", "extra_headers", "default_headers") and item:
+                yield where, "headers"
+            else:
+                yield from _credential_items(item, where)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            yield from _credential_items(item, f"{path}[{index}]")
+    elif isinstance(value, str) and (looks_like_credential(value, hex_keys=False) or _AUTH_SCHEME.search(value)):
+        yield path, "value"
+
+
+def options_credential_problem(args: Any) -> str | None:
+    """A message naming the dict option (``model_init_kwargs``, ``generation_kwargs``, ...) of ``args`` that holds a
+    credential at any depth (`_credential_items`), or None. The config is pickled into every checkpoint's
+    ``training_args.bin`` and listed in the model card, as ``hub_token`` would be; the value is never shown.
+    ``judge_extra_kwargs`` is checked by `extra_kwargs_problem`. A dict option still given as a JSON string (the
+    command line, before `transformers.TrainingArguments` parses it) is parsed first."""
+    import dataclasses
+    import json
+
+    for field in dataclasses.fields(args) if dataclasses.is_dataclass(args) else ():
+        if field.name == "judge_extra_kwargs":
+            continue
+        value = getattr(args, field.name, None)
+        if isinstance(value, str) and value.lstrip().startswith("{"):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                continue
+        if not isinstance(value, Mapping):
+            continue
+        for path, _ in _credential_items(value):
+            return (f"{field.name} holds a credential ({field.name}.{path}): it would be saved in clear in "
+                    "training_args.bin of every checkpoint and in the model card; log in with `hf auth login` or set "
+                    "HF_TOKEN (or the provider's variable) in the environment instead; the value is not shown")
+    return None
+
+
 def extra_kwargs_problem(extra: Any) -> str | None:
     """What is wrong with ``judge_extra_kwargs`` (further arguments of ``litellm.acompletion``), or None.
 
     It must be a mapping with string keys; no key may be an argument the judge sets from a field of its own
-    (``temperature``: use ``judge_temperature``, ...) or carry a credential (``api_key``, ``headers``,
-    ``extra_headers``, any name such as ``*_token``, `credential_param`), and no value, however deep, may look like
-    one (`looks_like_credential`). The value is never shown.
+    (``temperature``: use ``judge_temperature``, ...) or cannot work with (``stream``, ``n``: one whole answer per
+    request), or carry a credential (``api_key``, ``headers``, ``extra_headers``, any name such as ``*_token``,
+    `credential_param`) at any depth (``extra_body.api_key``), and no value, however deep, may look like one
+    (`looks_like_credential`). The value is never shown.
     """
     if extra is None:
         return None
     if not isinstance(extra, Mapping) or not all(isinstance(k, str) for k in extra):
         return f"judge_extra_kwargs must be a mapping of litellm argument names to values, got {type(extra).__name__}"
     for name in extra:
+        if name in _UNSUPPORTED_ARGUMENTS:
+            return f"judge_extra_kwargs must not set {name!r}: {_UNSUPPORTED_ARGUMENTS[name]}"
         if name in _JUDGE_OWN_ARGUMENTS:
             field = _JUDGE_OWN_ARGUMENTS[name]
             return (f"judge_extra_kwargs must not set {name!r}: the judge sets it"
@@ -161,7 +227,11 @@ def extra_kwargs_problem(extra: Any) -> str | None:
         if name in ("headers", "extra_headers") or credential_param(name):
             return (f"judge_extra_kwargs must not carry credentials (key {name!r}); put the key in an environment "
                     "variable and give its NAME in judge_api_key_env")
-    if any(looks_like_credential(text) for text in _strings(extra)):
+    nested = next((path for path, why in _credential_items(extra) if "." in path and why != "value"), None)
+    if nested is not None:
+        return (f"judge_extra_kwargs must not carry credentials (key {nested!r}); put the key in an environment "
+                "variable and give its NAME in judge_api_key_env")
+    if any(looks_like_credential(text) or _AUTH_SCHEME.search(text) for text in _strings(extra)):
         return ("judge_extra_kwargs looks like it contains a credential; put the key in an environment variable and "
                 "give its NAME in judge_api_key_env; the value is not shown")
     return None

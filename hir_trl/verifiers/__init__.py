@@ -38,6 +38,14 @@ FAMILIES: dict[str, ModuleType] = {module.VERIFIER.name: module for module in (i
 BUILTIN_FAMILIES: tuple[str, ...] = tuple(FAMILIES)
 
 
+def unknown_family_message(family: str) -> str:
+    """Why ``family`` cannot be checked: it is no built-in family and nothing registered it; with the fix (import
+    the module that calls `register_verifier`, ``verifier_modules`` / ``--verifier_modules``)."""
+    return (f"unknown verifier family {family!r} (known: {sorted(FAMILIES)}); a family of your own is known once "
+            "the module that calls hir_trl.register_verifier for it is imported: name it in verifier_modules "
+            "(--verifier_modules my_pkg.constraints or path/to/constraints.py)")
+
+
 def is_known(family: str, instruction_id: str) -> bool:
     """Return True when ``family`` exists and its registry has ``instruction_id``."""
     module = FAMILIES.get(family)
@@ -52,7 +60,7 @@ def validate_constraint(family: str, instruction_id: str, kwargs: dict[str, Any]
     """
     module = FAMILIES.get(family)
     if module is None:
-        return f"KeyError: unknown verifier family {family!r}; known: {sorted(FAMILIES)}"
+        return f"KeyError: {unknown_family_message(family)}"
     try:
         cls = module.REGISTRY[instruction_id]
         cls(**{k: v for k, v in (kwargs or {}).items() if v is not None})
@@ -92,7 +100,7 @@ def verify_constraint(
     try:
         verifier: VerifierFamily = FAMILIES[family].VERIFIER
     except KeyError:
-        return Verdict(False, error=f"KeyError: unknown verifier family {family!r}; known: {sorted(FAMILIES)}")
+        return Verdict(False, error=f"KeyError: {unknown_family_message(family)}")
     check = verifier.check_loose if loose else verifier.check
     try:
         return Verdict(bool(check(instruction_id, kwargs, response, prompt, reading)))

@@ -23,14 +23,17 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import inspect
+import io
+import logging
 import os
 import re
 import sys
 import types
-from collections.abc import Callable, Iterable, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -40,7 +43,14 @@ from .family import VerifierFamily, strict_only
 #: A checker function: ``check(response, **kwargs) -> bool`` (plus ``prompt=`` when it accepts that argument).
 CheckFunction = Callable[..., bool]
 
+logger = logging.getLogger(__name__)
+
 _BAD_NAME = re.compile(r"[:\s]")
+_BAD_ID = re.compile(r"\s|^:|:$")
+
+#: ``(family, instruction_id)`` -> ``[number of failed calls, the first failure]`` of registered checkers that
+#: raised or returned something other than a bool in this process (`checker_failures`).
+_FAILURES: dict[tuple[str, str], list[Any]] = {}
 
 
 class RegisteredChecker(Checker):
@@ -49,7 +59,8 @@ class RegisteredChecker(Checker):
     The constructor validates the constraint's ``kwargs`` against ``check``'s signature (a missing or unexpected
     argument raises TypeError naming it, which data loading reports with the row); `check_following` calls
     ``check(response, **kwargs)`` (and ``prompt=`` when ``check`` accepts it) and raises TypeError when the result
-    is not a bool; `build_description` formats or calls ``description``.
+    is not a bool (``numpy.bool_`` counts as one); a failure is logged once per id and counted for the run summary
+    (`checker_failures`); `build_description` formats or calls ``description``.
     """
 
     family: ClassVar[str]
@@ -90,11 +101,38 @@ class RegisteredChecker(Checker):
 
     def _run(self, function: CheckFunction, response: str, prompt: str | None) -> bool:
         args, kwargs = _call_arguments(function, self.instruction_id, self.kwargs, response, prompt)
-        result = function(*args, **kwargs)
-        if not isinstance(result, bool):
-            raise TypeError(f"{self.family}/{self.instruction_id}: the checker returned {type(result).__name__} "
-                            f"{_short(result)}, not a bool")
+        try:
+            result = function(*args, **kwargs)
+            if _is_numpy_bool(result):  # np.all(...), array comparisons: a bool as numpy spells it
+                result = bool(result)
+            if not isinstance(result, bool):
+                raise TypeError(f"{self.family}/{self.instruction_id}: the checker returned {type(result).__name__} "
+                                f"{_short(result)}, not a bool")
+        except Exception as exc:
+            _record_failure(self.family, self.instruction_id, exc)
+            raise
         return result
+
+
+def _is_numpy_bool(value: Any) -> bool:
+    numpy = sys.modules.get("numpy")  # a numpy result implies numpy is imported
+    return numpy is not None and isinstance(value, numpy.bool_)
+
+
+def _record_failure(family: str, instruction_id: str, exc: BaseException) -> None:
+    """Count a failed call of a registered checker; warn on the first one of each ``(family, instruction_id)``."""
+    entry = _FAILURES.setdefault((family, instruction_id), [0, f"{type(exc).__name__}: {exc}"])
+    entry[0] += 1
+    if entry[0] == 1:
+        logger.warning("verifier %s/%s failed (%s); each such verdict counts as a failed constraint (verify/errors); "
+                       "further failures of it are counted, not shown, and named in the run summary", family,
+                       instruction_id, _short(entry[1], 200))
+
+
+def checker_failures() -> dict[tuple[str, str], tuple[int, str]]:
+    """``(family, instruction_id)`` -> ``(failed calls, first failure)`` of the registered checkers that raised or
+    returned no bool in this process, for the run summary."""
+    return {key: (count, first) for key, (count, first) in _FAILURES.items()}
 
 
 def _short(value: Any, width: int = 40) -> str:
@@ -133,11 +171,18 @@ def _call_arguments(function: CheckFunction, instruction_id: str, kwargs: dict[s
     return (response,), call
 
 
-def _check_name(what: str, name: Any) -> None:
+def _check_name(what: str, name: Any, builtin: bool = False) -> None:
+    """Refuse an empty name, or one with whitespace or a colon: an id of a built-in family may hold a colon
+    inside (IFEval's and IFBench's ids are ``group:name``), so that ``replace=True`` can register over it."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"{what} must be a non-empty string, got {name!r}")
-    if _BAD_NAME.search(name):
-        raise ValueError(f"{what} {name!r} must not contain a colon or whitespace")
+    if builtin:
+        if _BAD_ID.search(name):
+            raise ValueError(f"{what} {name!r} must not contain whitespace, nor start or end with a colon")
+    elif _BAD_NAME.search(name):
+        raise ValueError(f"{what} {name!r} must not contain a colon or whitespace"
+                         + (" (a colon is fine only in an id of a built-in family: ifeval, ifbench, muldimif)"
+                            if what == "instruction_id" else ""))
 
 
 def _family_module(family: str) -> types.ModuleType:
@@ -181,13 +226,16 @@ def register_verifier(family: str, instruction_id: str, check: CheckFunction | N
         ``check`` (so that the decorator leaves the function as it is), or the decorator when ``check`` is None.
 
     Raises:
-        ValueError: ``family`` or ``instruction_id`` is empty or holds a colon or whitespace; the id exists (built
-            in, or registered before) and ``replace`` is False.
+        ValueError: ``family`` or ``instruction_id`` is empty or holds whitespace or a colon (an id of a built-in
+            family may hold one inside: IFEval's and IFBench's ids are ``"group:name"``); the id exists (built in,
+            or registered before) and ``replace`` is False.
         TypeError: ``check``, ``check_loose``, ``sample_kwargs`` or ``description`` is not callable (a string for
             ``description``).
     """
+    from . import BUILTIN_FAMILIES
+
     _check_name("family", family)
-    _check_name("instruction_id", instruction_id)
+    _check_name("instruction_id", instruction_id, builtin=family in BUILTIN_FAMILIES)
     if check is None:
         return lambda function: register_verifier(family, instruction_id, function, description=description,
                                                   check_loose=check_loose, sample_kwargs=sample_kwargs,
@@ -198,7 +246,7 @@ def register_verifier(family: str, instruction_id: str, check: CheckFunction | N
     if description is not None and not (isinstance(description, str) or callable(description)):
         raise TypeError(f"description must be a string or a function (**kwargs) -> str, got "
                         f"{type(description).__name__}")
-    from . import BUILTIN_FAMILIES, FAMILIES
+    from . import FAMILIES
 
     module = FAMILIES.get(family)
     registry: MutableMapping[str, type[Checker]] | None = None if module is None else module.REGISTRY
@@ -248,15 +296,67 @@ class VerifierModuleError(ValueError):
     """A module named in ``verifier_modules`` cannot be imported; the message names it and says why."""
 
 
+@contextlib.contextmanager
+def _as_plain_import(name: str) -> Iterator[None]:
+    """Import a verifier module as a plain ``import`` would see the process: ``sys.argv`` is ``[name]`` during the
+    import (a module that parses the command line at import sees none of hir-trl's options, and cannot take
+    them over), restored afterwards; what it prints is shown after the import, unless it exits (argparse's usage
+    block then gives way to `import_verifier_modules`'s one-line error)."""
+    argv, out, err = sys.argv, io.StringIO(), io.StringIO()
+    sys.argv = [name]
+    exited = False
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            yield
+    except SystemExit:  # argparse printed its usage block: the one-line error replaces it
+        exited = True
+        raise
+    finally:
+        sys.argv = argv
+        if not exited:  # what the module printed while importing, shown as it would have been
+            sys.stdout.write(out.getvalue())
+            sys.stderr.write(err.getvalue())
+
+
+def _import_one(name: str) -> types.ModuleType:
+    if name.endswith(".py"):
+        path = Path(name).expanduser().resolve()
+        if not path.is_file():
+            raise FileNotFoundError(f"no file {path}")
+        key = "hir_trl_verifier_module_" + re.sub(r"\W", "_", str(path))
+        module = sys.modules.get(key)  # imported once per process, as a dotted name is
+        if module is None:
+            spec = importlib.util.spec_from_file_location(key, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[key] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[key]
+                raise
+        return module
+    added = os.getcwd() not in sys.path and "" not in sys.path
+    if added:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(name)
+    finally:
+        if added:
+            sys.path.remove(os.getcwd())
+
+
 def import_verifier_modules(names: Iterable[str] | str | None) -> list[types.ModuleType]:
     """Import the modules that register verifiers (``verifier_modules`` of a recipe, ``--verifier_modules``).
 
     Each name is a dotted module name (``my_pkg.constraints``), looked up on ``sys.path`` and in the current
     directory (as ``python -m`` would), or a path to a ``.py`` file. Importing runs its `register_verifier` calls.
 
+    During the import ``sys.argv`` holds only the module's name, so a module that parses the command line at import
+    cannot take over ``hir-trl``'s options.
+
     Raises:
         VerifierModuleError: (a `ValueError`) a module that cannot be imported, named, with the first line of the
-            reason.
+            reason; or one that calls ``sys.exit`` at import (argparse does, on options it does not know).
     """
     if names is None:
         return []
@@ -265,30 +365,13 @@ def import_verifier_modules(names: Iterable[str] | str | None) -> list[types.Mod
     modules = []
     for name in names:
         try:
-            if name.endswith(".py"):
-                path = Path(name).expanduser().resolve()
-                if not path.is_file():
-                    raise FileNotFoundError(f"no file {path}")
-                key = "hir_trl_verifier_module_" + re.sub(r"\W", "_", str(path))
-                module = sys.modules.get(key)  # imported once per process, as a dotted name is
-                if module is None:
-                    spec = importlib.util.spec_from_file_location(key, path)
-                    module = importlib.util.module_from_spec(spec)
-                    sys.modules[key] = module
-                    try:
-                        spec.loader.exec_module(module)
-                    except BaseException:
-                        del sys.modules[key]
-                        raise
-            else:
-                added = os.getcwd() not in sys.path and "" not in sys.path
-                if added:
-                    sys.path.insert(0, os.getcwd())
-                try:
-                    module = importlib.import_module(name)
-                finally:
-                    if added:
-                        sys.path.remove(os.getcwd())
+            with _as_plain_import(name):
+                module = _import_one(name)
+        except SystemExit as exc:  # sys.exit() or argparse's parse_args() at import: not the end of the run
+            raise VerifierModuleError(
+                f"verifier_modules: importing {name!r} called sys.exit({exc.code!r}) (a script, or argparse parsing "
+                "sys.argv at import?): a verifier module may only define and register verifiers at import; put its "
+                "script code under `if __name__ == \"__main__\":`") from None
         except Exception as exc:  # noqa: BLE001 - any failure of the user's module is reported as one line
             reason = (str(exc).strip().splitlines() or [""])[0]
             raise VerifierModuleError(f"verifier_modules: cannot import {name!r}: {type(exc).__name__}: "
@@ -300,6 +383,7 @@ def import_verifier_modules(names: Iterable[str] | str | None) -> list[types.Mod
 __all__ = [
     "CheckFunction",
     "RegisteredChecker",
+    "checker_failures",
     "VerifierModuleError",
     "import_verifier_modules",
     "own_loose_check",
