@@ -58,6 +58,33 @@ def grpo_advantages(rewards: torch.Tensor, members: Sequence[Sequence[int]], los
     return torch.nan_to_num(advantages, nan=0.0)
 
 
+def normalize_then_sum_advantages(rewards: torch.Tensor, members: Sequence[Sequence[int]], *,
+                                  reward_weight: float = 1.0,
+                                  gather: Callable[[torch.Tensor], torch.Tensor] = _identity) -> torch.Tensor:
+    """``grpo`` under ``multi_objective_aggregation="normalize_then_sum"`` with one reward function: (N,) the
+    reward normalized within its group, (r - mean) / (std + 1e-4), times its weight, then normalized over the
+    batch of all ranks, (x - mean) / (std + 1e-4), as `GRPOTrainer._generate_and_score_completions` computes it
+    (``scale_rewards`` is not used there either); 0 for a NaN reward (a row outside every estimate).
+
+    Args:
+        rewards: (N,) weighted rewards ``reward_weight x r`` (`hir_trl.rewards.weighted_rewards` of the one
+            function), NaN for rows outside the estimate; the group statistics are of r, recovered from them.
+        members: row indices of each group.
+        reward_weight: the function's weight (``reward_weights[0]``).
+        gather: concatenates a tensor over ranks along dim 0 (every rank holds N rows).
+    """
+    normalized = torch.full_like(rewards, float("nan"))
+    for rows in members:
+        idx = torch.tensor(rows, device=rewards.device, dtype=torch.long)
+        r = rewards[idx]
+        # w (r - mean r) / (std r + 1e-4) from the weighted rewards R = w r: (R - mean R) / (std R / |w| + 1e-4)
+        normalized[idx] = (torch.zeros_like(r).masked_fill(torch.isnan(r), float("nan")) if reward_weight == 0 else
+                           (r - torch.nanmean(r)) / (nanstd(r) / abs(reward_weight) + 1e-4))
+    every = gather(normalized)
+    advantages = (normalized - torch.nanmean(every)) / (nanstd(every) + 1e-4)
+    return torch.nan_to_num(advantages, nan=0.0)
+
+
 def reinforce_pp_advantages(rewards: torch.Tensor, members: Sequence[Sequence[int]], loss_mask: torch.Tensor, *,
                             scale_rewards: str = "group", kl: torch.Tensor | None = None, kl_coef: float = 0.0,
                             gather: Callable[[torch.Tensor], torch.Tensor] = _identity) -> torch.Tensor:
@@ -111,7 +138,7 @@ ESTIMATORS: dict[str, Callable[..., torch.Tensor]] = {
 
 def group_advantages(rewards: torch.Tensor, members: Sequence[Sequence[int]], loss_mask: torch.Tensor, *,
                      estimator: str = "grpo", scale_rewards: str = "group", kl: torch.Tensor | None = None,
-                     kl_coef: float = 0.0,
+                     kl_coef: float = 0.0, aggregation: str = "sum_then_normalize", reward_weight: float = 1.0,
                      gather: Callable[[torch.Tensor], torch.Tensor] = _identity) -> torch.Tensor:
     """Advantages of every row from its reward and group (paper eq. 6 with the chosen estimator, `ESTIMATORS`).
 
@@ -124,17 +151,29 @@ def group_advantages(rewards: torch.Tensor, members: Sequence[Sequence[int]], lo
         scale_rewards: TRL's ``GRPOConfig.scale_rewards`` (``grpo`` only): ``group``, ``batch`` or ``none``.
         kl: (N, T) per-token KL for ``kl_in_reward`` (Reinforce++ estimators only), else None.
         kl_coef: the KL coefficient beta of ``kl_in_reward``.
+        aggregation: TRL's ``GRPOConfig.multi_objective_aggregation``: ``"sum_then_normalize"`` (the estimator
+            on the weighted rewards) or ``"normalize_then_sum"`` (``grpo`` with one reward function only:
+            `normalize_then_sum_advantages`).
+        reward_weight: the reward function's weight under ``"normalize_then_sum"``.
         gather: concatenates a tensor over ranks along dim 0 (``accelerator.gather``); identity on one process.
 
     Returns:
-        ``grpo``: (N,) advantages (`grpo_advantages`); ``reinforce_pp`` and ``reinforce_pp_baseline``: (N, T)
+        ``grpo``: (N,) advantages (`grpo_advantages`, or `normalize_then_sum_advantages`); ``reinforce_pp`` and ``reinforce_pp_baseline``: (N, T)
         whitened token advantages (`reinforce_pp_advantages`, `reinforce_pp_baseline_advantages`).
 
     Raises:
-        ValueError: an unknown ``estimator`` or ``scale_rewards``.
+        ValueError: an unknown ``estimator``, ``scale_rewards`` or ``aggregation``, or ``"normalize_then_sum"``
+            with an estimator other than ``grpo``.
     """
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown advantage_estimator {estimator!r}; expected one of {tuple(ESTIMATORS)}")
+    if aggregation == "normalize_then_sum":
+        if estimator != TRL_ESTIMATOR:
+            raise ValueError(f"multi_objective_aggregation 'normalize_then_sum' needs advantage_estimator "
+                             f"{TRL_ESTIMATOR!r}, got {estimator!r}")
+        return normalize_then_sum_advantages(rewards, members, reward_weight=reward_weight, gather=gather)
+    if aggregation != "sum_then_normalize":
+        raise ValueError(f"unknown multi_objective_aggregation {aggregation!r}")
     return ESTIMATORS[estimator](rewards, members, loss_mask, scale_rewards=scale_rewards, kl=kl, kl_coef=kl_coef,
                                  gather=gather)
 
@@ -183,7 +222,8 @@ def hir_advantages(rewards: torch.Tensor, new_rows: Sequence[Any], num_sampled: 
     Args:
         rewards: (N,) reward of every row (NaN for padding), N = B + len(new_rows).
         new_rows: the new rows; num_sampled: B; group_size: m; loss_mask: (N, T).
-        **estimator: ``estimator``, ``scale_rewards``, ``kl``, ``kl_coef``, ``gather`` of `group_advantages`.
+        **estimator: ``estimator``, ``scale_rewards``, ``kl``, ``kl_coef``, ``aggregation``, ``reward_weight``,
+            ``gather`` of `group_advantages`.
 
     Returns:
         (N,) or (N, T) advantages, as `group_advantages`.

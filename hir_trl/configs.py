@@ -16,6 +16,7 @@ from typing import Any
 from trl import GRPOConfig, ScriptArguments
 
 from .advantages import ESTIMATORS, REPLAY_ADVANTAGES, TRL_ESTIMATOR
+from .compat import check_config
 from .judge.config import extra_kwargs_problem, judge_settings_problem
 from .loss_weighting import LOSS_WEIGHTINGS
 from .replay import PROVISIONS, SCOPES, SELECTIONS
@@ -51,7 +52,8 @@ class HiRConfig(GRPOConfig):
     4. ``advantage_estimator="grpo"`` (paper: ``"reinforce_pp"``, Reinforce++), TRL's group-relative advantage;
     5. ``beta=0.0`` (paper: KL loss coefficient 1e-4), TRL's default;
     6. ``replay_shortfall="pad"`` (paper: ``"resample"``), a group with z < k replay candidates gets k - z
-       zero-weight rows instead of k - z supplementary samples, so a step needs one generation call, not two;
+       empty padding rows (no loss token) instead of k - z supplementary samples, so a step needs one generation
+       call, not two;
     7. ``hindsight_relabel="achieved"`` (paper: ``"drop"``), a failed constraint on a count stays in q' with the
        bound the completion achieved.
 
@@ -107,8 +109,9 @@ class HiRConfig(GRPOConfig):
             averaged over the groups of the generation batch; the KL term (``beta > 0``) keeps TRL's token mean.
             Needs ``loss_type="dapo"`` and ``num_replays >= 1``.
         replay_shortfall (`str`, defaults to `"pad"`):
-            For a group with z < k candidates: ``"pad"`` (default): k - z zero-weight padding rows, one generation
-            call per step (departure 6 above); ``"resample"``: k - z supplementary samples under q, drawn in a second
+            For a group with z < k candidates: ``"pad"`` (default): k - z empty padding rows (no loss token, so
+            they change no other row's loss; the losses that divide by the row count are refused with it,
+            `hir_trl.compat`), one generation call per step (departure 6 above); ``"resample"``: k - z supplementary samples under q, drawn in a second
             generation call unless ``supplementary_provision`` drew them in the first (paper §3.2).
         supplementary_provision (`str`, defaults to `"none"`):
             When the supplementary samples are drawn. ``"none"`` (the paper's order): in a second generation call
@@ -169,7 +172,13 @@ class HiRConfig(GRPOConfig):
             ``replay_min_satisfied`` or ``lambda_0``, ``eta`` outside [0, 1] (the paper's range),
             ``num_replays >= num_generations``, an unknown ``diversity_aggregation`` or ``reward_mode``;
             ``replay_loss_weighting="paper"`` with a ``loss_type`` other than ``"dapo"`` or ``num_replays=0``; a
-            ``hub_token`` (it would be saved in ``training_args.bin``) or a credential in a judge field.
+            ``hub_token`` (it would be saved in ``training_args.bin``) or a credential in a judge field; a
+            `GRPOConfig` value or combination HiR cannot honour with replays (`hir_trl.compat.REFUSALS`: an unknown
+            ``loss_type``, ``importance_sampling_level``, ``multi_objective_aggregation`` or ``scale_rewards``,
+            ``remove_unused_columns=True``, ``use_liger_kernel`` without a CUDA GPU, ``normalize_then_sum`` with a
+            Reinforce++ estimator, ``mask_truncated_completions`` with ``replay_truncated_completions``, a
+            row-normalized ``loss_type`` with ``replay_shortfall="pad"``); a generation batch that does not hold
+            whole groups (`check_batch_layout`).
 
     Warns (one log line): ``importance_sampling_level="sequence"`` or ``loss_type="vespo"`` with replays and
     ``replay_old_logps="original"``, which silence most replays; the line names ``replay_old_logps: hindsight``.
@@ -182,7 +191,9 @@ class HiRConfig(GRPOConfig):
     )
     per_device_eval_batch_size: int = field(
         default=6,
-        metadata={"help": "Completions per device per evaluation step; a multiple of num_generations."},
+        metadata={"help": "Completions per device per evaluation step (evaluation batches are TRL's, without replays). "
+                  "When evaluation runs (eval_strategy other than 'no'), TRL requires per_device_eval_batch_size x "
+                  "the number of processes to be a multiple of num_generations_eval (or num_generations)."},
     )
     _VALID_DICT_FIELDS = GRPOConfig._VALID_DICT_FIELDS + ["judge_extra_kwargs"]  # JSON on the command line
 
@@ -244,8 +255,9 @@ class HiRConfig(GRPOConfig):
     )
     replay_shortfall: str = field(
         default="pad",
-        metadata={"help": "When a group has z < k replay candidates: 'pad' (default) adds k - z zero-weight rows, so "
-                  "a step needs one generation call; 'resample' generates k - z supplementary samples under q "
+        metadata={"help": "When a group has z < k replay candidates: 'pad' (default) adds k - z empty padding rows "
+                  "(no loss token, so they change no other row's loss; refused with the loss types that divide by the "
+                  "row count: grpo, sapo, luspo, dr_grpo), so a step needs one generation call; 'resample' generates k - z supplementary samples under q "
                   "(paper §3.2), in a second generation call unless supplementary_provision drew them.",
                   "choices": ["resample", "pad"]},
     )
@@ -459,6 +471,7 @@ class HiRConfig(GRPOConfig):
         if problem is not None:
             raise ValueError(problem)
         super().__post_init__()
+        check_config(self)  # GRPOConfig options HiR cannot honour with replays (`hir_trl.compat`)
         self._validate_judge_fields()
         if self.max_prompt_length is not None and self.max_prompt_length < 1:
             raise ValueError(f"max_prompt_length must be >= 1 (or None), got {self.max_prompt_length}")

@@ -45,6 +45,7 @@ from .batch import (
 )
 from .card import HIR_PAPER, card_fields, hir_card_section, local_card
 from .chat import completion_text, instruction_text
+from .compat import check_trainer_arguments
 from .configs import HiRConfig, check_batch_layout
 from .data import DatasetFormatError, normalize_dataset
 from .guards import NonFiniteGuard
@@ -166,6 +167,7 @@ class HiRTrainer(GRPOTrainer):
             args = HiRConfig(f"{str(name).split('/')[-1]}-HiR")
         if not isinstance(args, HiRConfig):
             raise TypeError(f"HiRTrainer needs a HiRConfig, got {type(args).__name__}")
+        check_trainer_arguments(kwargs)  # GRPOTrainer arguments replays cannot honour (`hir_trl.compat`)
         if args.use_vllm:
             from trl.import_utils import is_vllm_available
 
@@ -614,6 +616,7 @@ class HiRTrainer(GRPOTrainer):
             estimator=args.advantage_estimator, scale_rewards=self.scale_rewards,
             kl=kl_in_reward_per_token(extended, self._reference_logps(*batch_inputs(extended)), new_rows, B)
             if self.kl_coef else None, kl_coef=self.kl_coef,
+            aggregation=args.multi_objective_aggregation, reward_weight=float(self.reward_weights[0]),
             gather=self.accelerator.gather)
         extended["num_items_in_batch"] = self.accelerator.gather(loss_mask(extended).sum()).sum()
 
