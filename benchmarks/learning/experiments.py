@@ -10,7 +10,9 @@ of ``benchmarks/experiments/decision.json``. Three commands, run from the reposi
 
 ``report`` reads only ``decision.json`` and the derived files beside the records (``constraints.json``,
 ``replay-audit.json``), so it takes a second; ``decide`` reruns every experiment's decision rule on its records
-(`benchmarks.learning.decisive`, and the rounds' modules `one_round`, `relabel`, `ended_replays`).
+(`benchmarks.learning.decisive`, the rounds' modules `one_round`, `relabel`, `ended_replays`, and `rounds` for the
+three rounds after the decisive experiment). ``pack`` also packs the record folders inside an experiment's folder
+(a round's ``pairing-check/`` and fallback baselines).
 """
 
 from __future__ import annotations
@@ -23,18 +25,24 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.learning import decisive, ended_replays, one_round, records, relabel, replay_audit
+from benchmarks.learning import decisive, ended_replays, one_round, records, relabel, replay_audit, rounds
 
 REPORT_FILE = one_round.REPORT_FILE
 README = records.REPO_ROOT / "README.md"
 BENCH_README = records.REPO_ROOT / "benchmarks" / "README.md"
-#: The rounds: experiment -> (the module that decides it, how its report is written from its decision entry,
-#: the difference it decides, "A - B").
-ROUNDS: dict[str, tuple[Any, Callable[[dict[str, Any]], str], str]] = {
-    "one-round-synthetic": (one_round, one_round._markdown, "HiR default: pad - resample"),
-    "relabel-synthetic": (relabel, relabel._markdown, "HiR default: relabel achieved - drop"),
-    "ended-replays-paper-synthetic": (ended_replays, ended_replays._markdown,
+#: The rounds: experiment -> (what decides it: writes its entry of decision.json, how its report is written from
+#: its decision entry, the difference it decides, "A - B").
+ROUNDS: dict[str, tuple[Callable[[], Any], Callable[[dict[str, Any]], str], str]] = {
+    "one-round-synthetic": (lambda: one_round.main([]), one_round._markdown, "HiR default: pad - resample"),
+    "relabel-synthetic": (lambda: relabel.main([]), relabel._markdown, "HiR default: relabel achieved - drop"),
+    "ended-replays-paper-synthetic": (lambda: ended_replays.main([]), ended_replays._markdown,
                                       "HiR paper: ended-only replays - any failure"),
+    "equal-sampling": (lambda: rounds.write_decisions(["equal-sampling"]), rounds.markdown,
+                       "HiR default (6 + 2) - RL-CR with 6 samples"),
+    "written-objective": (lambda: rounds.write_decisions(["written-objective"]), rounds.markdown,
+                          "HiR paper: written objective - as run"),
+    "replay-ratio": (lambda: rounds.write_decisions(["replay-ratio"]), rounds.markdown,
+                     "HiR default: hindsight ratio - original"),
 }
 #: How the tables name each family's arms.
 ARM_NAMES = {"trl": {"hir_default": "HiR default", "rl_cr": "RL-CR", "rl_ir": "RL-IR"},
@@ -54,9 +62,9 @@ def decisive_specs() -> list[dict[str, Any]]:
 def decide() -> list[dict[str, Any]]:
     """Recompute every entry of ``decision.json`` from the records, then the reports."""
     decisive.write_decisions(decisive_specs())
-    for name, (module, _, _) in ROUNDS.items():
+    for name, (write, _, _) in ROUNDS.items():
         if (records.experiment_dir(name) / records.PREREGISTRATION_FILE).is_file():
-            module.main([])
+            write()
     return records.read_decisions()
 
 
@@ -185,7 +193,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not folder.is_dir():
                 parser.error(f"no experiment folder {folder}; the folders are "
                              f"{', '.join(p.name for p in experiment_folders())}")
-            print(f"{folder.name}: {records.pack(folder)} loose record(s) packed")
+            for where in records.record_folders(folder):
+                print(f"{where.relative_to(records.EXPERIMENTS)}: {records.pack(where)} loose record(s) packed")
         return 0
     if ns.command == "decide":
         decide()

@@ -7,6 +7,8 @@ An experiment is one folder, ``benchmarks/experiments/<name>/``, named after the
 - ``runs.jsonl``: the run records (`benchmarks.learning.run`), one JSON object per line;
 - ``runs/<method>-seed<seed>.json``: a record a run has just written (loose); ``pack`` folds it into ``runs.jsonl``
   (a loose record replaces the packed one of the same method and seed) and removes the file;
+- record folders inside it (a round's ``pairing-check/``, its fallback baselines): each its own ``runs.jsonl`` and
+  ``runs/``, packed with the experiment (`record_folders`);
 - ``report.md``: generated (`benchmarks.learning.experiments report`), never edited by hand.
 
 Every decision of every experiment is one entry of ``benchmarks/experiments/decision.json`` (a list; each entry
@@ -109,6 +111,14 @@ def find(folder: Path, method: str, seed: int) -> dict[str, Any] | None:
     """The record of ``method`` and ``seed`` in the experiment ``folder`` (loose first, then packed), or ``None``."""
     key = f"{method}-seed{seed}"
     return next((r for r in reversed(load_records(folder)) if record_key(r) == key), None)
+
+
+def record_folders(folder: Path) -> list[Path]:
+    """The experiment ``folder`` and the record folders inside it (each holding ``runs.jsonl`` or ``runs/``), by
+    name."""
+    inside = [p for p in sorted(Path(folder).iterdir()) if p.is_dir() and p.name != LOOSE_DIR
+              and ((p / RUNS_FILE).is_file() or (p / LOOSE_DIR).is_dir())]
+    return [Path(folder), *inside]
 
 
 def pack(folder: Path) -> int:

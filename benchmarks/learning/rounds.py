@@ -1,19 +1,25 @@
 """Helpers of the three pre-registered rounds after the decisive experiment (``benchmarks/experiments/<round>/
 preregistration.yaml``: ``equal-sampling``, ``written-objective``, ``replay-ratio``), run by
-``benchmarks/sweeps/rounds.sh``.
+``benchmarks/sweeps/rounds.sh``. Every record is read through `benchmarks.learning.records`: an experiment folder's
+packed ``runs.jsonl`` and its loose ``runs/*.json``; a round's pairing-check rerun and its fallback baselines are
+record folders of their own inside the round's folder (``pairing-check/``, and the one its ``pairing_check:`` names).
 
-- ``check A B``: the pairing check every round runs first. B is a rerun, at the round's commit and on the round's
-  machine, of a committed decisive record A: the two must be the same run (`same_run`: every logged step's loss,
-  rewards, replays and tokens, and every held-out verdict) for the round's new arm to be paired with the decisive
-  records. Exit 0 when they are, 1 (and the differences) when not.
-- ``seeds PREREG``: the seeds of the round's new arm to run now: its registered seeds, plus, once they are all in,
+- ``check A B --method M --seed S``: the pairing check every round runs first. B is a rerun, at the round's commit
+  and on the round's machine, of a committed decisive record A: the two must be the same run (`same_run`: every
+  logged step's loss, rewards, replays and tokens, and every held-out verdict) for the round's new arm to be paired
+  with the decisive records. A and B are each a record folder, a ``.jsonl`` file of records or one record's
+  ``.json``. Exit 0 when they are the same run, 1 (and the differences) when not, 2 when a record is missing.
+- ``seeds PREREG [--a-runs FOLDER] [--b-runs FOLDER]``: the seeds of the round's new arm to run now: its registered seeds, plus, once they are all in,
   the re-estimation seeds its ``reestimation`` clause asks for (blinded to the mean: the sd of the primary pair's
   paired differences on the registered seeds, `paired.seeds_for_half_width`, capped).
+- ``missing FOLDER METHODS SEEDS``: the seeds (comma-separated) of which some method has no record in FOLDER yet.
+- `decision` / `write_decisions`: each round's entry of ``benchmarks/experiments/decision.json`` (run by
+  ``python -m benchmarks.learning.experiments decide``) and `markdown` its ``report.md``.
 
 Usage (from the repository root)::
 
-    python -m benchmarks.learning.rounds check benchmarks/results-decisive/synthetic/runs/hir_cla-seed0.json \\
-        benchmarks/experiments/replay-ratio/pairing-check/runs/hir_cla-seed0.json
+    python -m benchmarks.learning.rounds check benchmarks/experiments/decisive-synthetic \\
+        benchmarks/experiments/replay-ratio/pairing-check --method hir_cla --seed 0
     python -m benchmarks.learning.rounds seeds benchmarks/experiments/replay-ratio/preregistration.yaml
 """
 
@@ -31,7 +37,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from benchmarks.learning import paired  # noqa: E402
+from benchmarks.learning import paired, records  # noqa: E402
 
 #: Logged per-step values that must be equal in a pairing check; ``reward/cla`` within `CLA_REL_TOL` (it is logged
 #: in float32 by some commits and float64 by others, so the 7th significant digit may differ).
@@ -67,6 +73,15 @@ def same_run(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return out
 
 
+#: The three rounds, in the order `benchmarks/sweeps/rounds.sh` runs them: experiment -> the title of its report.
+ROUNDS = {
+    "equal-sampling": "Equal sampling: HiR default (6 samples + 2 replays) against RL-CR with 6 samples",
+    "written-objective": "The written objective: HiR paper with replay_loss_weighting paper against HiR paper as run",
+    "replay-ratio": "The replay ratio: HiR default with replay_old_logps hindsight against original",
+}
+NO_RECORDS = "no records yet"
+
+
 def load_preregistration(path: str | Path) -> dict[str, Any]:
     """A round's pre-registration as a dict.
 
@@ -82,16 +97,38 @@ def load_preregistration(path: str | Path) -> dict[str, Any]:
     return spec
 
 
-def _finals(runs_dir: Path, method: str) -> dict[int, float]:
-    """Seed -> final held-out ILA (points) of a method's records in ``runs_dir``."""
-    return {r["seed"]: 100 * paired.final_eval(r)["ila"] for r in paired.load_runs(runs_dir).get(method, [])}
+def load_record(where: Path, method: str | None = None, seed: int | None = None) -> dict[str, Any] | None:
+    """One run record: the ``.json`` file ``where`` itself, or the record of ``method`` and ``seed`` in the ``.jsonl``
+    file or record folder ``where`` (`records.find`: a loose record before a packed one); ``None`` when absent.
+
+    Raises:
+        ValueError: ``where`` is a ``.jsonl`` file or a folder and ``method`` or ``seed`` is not given.
+    """
+    where = Path(where)
+    if where.suffix == ".json":
+        return json.loads(where.read_text()) if where.is_file() else None
+    if method is None or seed is None:
+        raise ValueError(f"{where}: a records folder or .jsonl file needs --method and --seed")
+    if where.suffix == ".jsonl":
+        return next((r for r in records.read_jsonl(where) if records.record_key(r) == f"{method}-seed{seed}"), None)
+    return records.find(where, method, seed)
+
+
+def missing_seeds(folder: Path, methods: Sequence[str], seeds: Sequence[int]) -> list[int]:
+    """The ``seeds`` of which some of ``methods`` has no record (packed or loose) in the record ``folder``."""
+    return [s for s in seeds if any(records.find(folder, m, s) is None for m in methods)]
+
+
+def _finals(folder: Path, method: str) -> dict[int, float]:
+    """Seed -> final held-out ILA (points) of a method's records in the record ``folder``."""
+    return {r["seed"]: 100 * paired.final_eval(r)["ila"] for r in paired.load_runs(folder).get(method, [])}
 
 
 def seeds_to_run(spec: dict[str, Any], repo: Path = REPO_ROOT) -> list[int]:
     """The new arm's seeds to run now: the registered ``seeds``; once each has a record, those plus the
     re-estimation seeds (``reestimation``: ``target_half_width``, ``max_seeds_per_arm``) that the sd of the primary
     pair's differences on the registered seeds asks for (blinded: the mean is not looked at). The primary pair is
-    ``pairs[0]``, whose sides ``a`` and ``b`` each name a ``method`` and the ``runs`` folder of its records."""
+    ``pairs[0]``, whose sides ``a`` and ``b`` each name a ``method`` and the record folder (``runs``) of its records."""
     seeds = list(spec["seeds"])
     clause = spec.get("reestimation")
     if not clause:
@@ -106,26 +143,119 @@ def seeds_to_run(spec: dict[str, Any], repo: Path = REPO_ROOT) -> list[int]:
     return seeds + list(range(max(seeds) + 1, max(seeds) + 1 + total - len(seeds)))
 
 
+def round_records(folder: Path) -> list[dict[str, Any]]:
+    """Every record of a round: its own folder's and those of the record folders inside it (pairing check,
+    fallback baselines)."""
+    return [r for f in records.record_folders(folder) for r in records.load_records(f)]
+
+
+def decision(name: str) -> dict[str, Any]:
+    """The round ``name``'s entry of ``decision.json``, from its pre-registration and records: while it has none,
+    ``status`` and ``decision`` "no records yet", the registered arm, override, seeds and pairs, and the
+    pre-registration's path and commit (the last commit that changed it, what its runs will record).
+
+    Raises:
+        NotImplementedError: the round has records; its decision rule (``decision_rule:``) is not computed here yet.
+    """
+    from benchmarks.learning.decisive import committed_at
+
+    folder = records.experiment_dir(name)
+    path = folder / records.PREREGISTRATION_FILE
+    spec = load_preregistration(path)
+    found = round_records(folder)
+    if found:
+        raise NotImplementedError(f"{name} has {len(found)} record(s): its pre-registered decision rule is not "
+                                  "computed by benchmarks/learning/rounds.py yet; add it before deciding")
+    relative = str(path.relative_to(REPO_ROOT))
+    clause = spec.get("reestimation") or {}
+    return {
+        "experiment": name, "status": NO_RECORDS, "decision": NO_RECORDS, "complete": False,
+        "arm": spec["arm"], "override": json.loads(spec["bench"]["extra"]), "seeds": [],
+        "seeds_preregistered": list(spec["seeds"]),
+        **({"max_seeds_per_arm": clause["max_seeds_per_arm"]} if clause else {}),
+        "pairs": [{"name": p["name"], "a": p["a"], "b": p["b"], "rule": p["rule"]} for p in spec["pairs"]],
+        "mean_diff_points": None, "ci95_low": None, "ci95_high": None,
+        "preregistration": {"path": relative, "commit": committed_at(relative)},
+    }
+
+
+def write_decisions(names: Sequence[str] = tuple(ROUNDS)) -> list[dict[str, Any]]:
+    """Put each round's `decision` into ``decision.json`` in place of its old entry (`records.upsert_decisions`)."""
+    entries = [decision(name) for name in names]
+    for entry in entries:
+        records.upsert_decisions([entry["experiment"]], [entry])
+    return entries
+
+
+def _seeds_text(seeds: Sequence[int]) -> str:
+    return f"{seeds[0]}-{seeds[-1]}" if list(seeds) == list(range(seeds[0], seeds[-1] + 1)) else ", ".join(
+        map(str, seeds))
+
+
+def markdown(entry: dict[str, Any]) -> str:
+    """A round's ``report.md`` from its `decision` entry."""
+    prereg, seeds = entry["preregistration"], entry["seeds_preregistered"]
+    cap = f", up to {entry['max_seeds_per_arm']} after the blinded re-estimation" if "max_seeds_per_arm" in entry \
+        else ""
+    lines = [f"# {ROUNDS.get(entry['experiment'], entry['experiment'])} (synthetic task)", "",
+             f"Pre-registration: `{prereg['path']}` (commit {prereg['commit']}). Generated by "
+             "`python -m benchmarks.learning.experiments report`.", ""]
+    if entry["status"] == NO_RECORDS:
+        lines += [f"**No records yet**: the round is pre-registered and not run. New arm: `{entry['arm']}` with "
+                  f"`{json.dumps(entry['override'])}`, seeds {_seeds_text(seeds)}{cap}; its pairing check comes "
+                  "first. Run and resume: `bash benchmarks/sweeps/rounds.sh` (benchmarks/README.md, \"The rounds "
+                  "after the decisive experiment\").", "",
+                  "| pair (a - b, final held-out ILA, points) | a | b | rule |", "|---|---|---|---|"]
+        for p in entry["pairs"]:
+            lines.append(f"| {p['name']} | `{p['a']['method']}` in `{p['a']['runs']}` | `{p['b']['method']}` in "
+                         f"`{p['b']['runs']}` | {p['rule']} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="exit 0 when two run records are the same run")
-    check.add_argument("committed", type=Path)
-    check.add_argument("rerun", type=Path)
+    check.add_argument("committed", type=Path, help="record folder, .jsonl file or .json record")
+    check.add_argument("rerun", type=Path, help="record folder, .jsonl file or .json record")
+    check.add_argument("--method", default=None, help="the method of the records (for a folder or .jsonl)")
+    check.add_argument("--seed", type=int, default=None, help="the seed of the records (for a folder or .jsonl)")
     seeds = sub.add_parser("seeds", help="print the new arm's seeds to run now, comma-separated")
     seeds.add_argument("preregistration", type=Path)
-    seeds.add_argument("--b-runs", default=None, help="the primary pair's baseline records instead of pairs[0].b.runs "
-                       "(the round's own baseline, when its pairing check failed)")
+    seeds.add_argument("--a-runs", default=None, help="the primary pair's new-arm record folder instead of "
+                       "pairs[0].a.runs (where the sweep writes the records)")
+    seeds.add_argument("--b-runs", default=None, help="the primary pair's baseline record folder instead of "
+                       "pairs[0].b.runs (the round's own baseline, when its pairing check failed)")
+    missing = sub.add_parser("missing", help="print the seeds (comma-separated) some method has no record of")
+    missing.add_argument("folder", type=Path, help="a record folder (runs.jsonl and runs/)")
+    missing.add_argument("methods", help="comma-separated methods")
+    missing.add_argument("seeds", help="comma-separated seeds")
     ns = parser.parse_args(argv)
     if ns.command == "check":
-        differences = same_run(*(json.loads(p.read_text()) for p in (ns.committed, ns.rerun)))
+        try:
+            pair = [load_record(p, ns.method, ns.seed) for p in (ns.committed, ns.rerun)]
+        except ValueError as error:
+            parser.error(str(error))
+        for path, record in zip((ns.committed, ns.rerun), pair):
+            if record is None:
+                print(f"{path}: no record of {ns.method} seed {ns.seed}; run it first", file=sys.stderr)
+                return 2
+        differences = same_run(*pair)
         for line in differences[:20]:
             print(line)
         print("the same run" if not differences else f"{len(differences)} differences: not the same run")
         return 0 if not differences else 1
+    if ns.command == "missing":
+        try:
+            wanted = [int(s) for s in ns.seeds.split(",") if s]
+        except ValueError:
+            parser.error(f"seeds {ns.seeds!r}: give comma-separated integers, for example 0,1,2")
+        print(",".join(map(str, missing_seeds(ns.folder, ns.methods.split(","), wanted))))
+        return 0
     spec = load_preregistration(ns.preregistration)
-    if ns.b_runs:
-        spec["pairs"][0]["b"]["runs"] = ns.b_runs
+    for side, folder in (("a", ns.a_runs), ("b", ns.b_runs)):
+        if folder:
+            spec["pairs"][0][side]["runs"] = folder
     print(",".join(map(str, seeds_to_run(spec))))
     return 0
 

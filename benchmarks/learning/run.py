@@ -550,6 +550,8 @@ def _parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, BenchConf
                         help="where results.md, summary.json, the PNGs and runs/ go (default: benchmarks/results, "
                              "or benchmarks/results-<preset> for a non-default preset)")
     parser.add_argument("--cache-dir", type=Path, default=CACHE_ROOT, help="SFT checkpoint cache root")
+    parser.add_argument("--no-report", action="store_true", help="write the run records only, no results.md, "
+                        "summary.json or PNGs (an experiment folder's report is benchmarks.learning.experiments')")
     for field in dataclasses.fields(BenchConfig):
         flag = "--" + field.name.replace("_", "-")
         if field.name in ("methods", "seeds"):
@@ -606,7 +608,7 @@ def main(argv: list[str] | None = None) -> None:
                                      else DEFAULT_RESULTS.with_name(f"results-{ns.preset}"))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    run_all(bench, task, results_dir, cache_root=ns.cache_dir,
+    run_all(bench, task, results_dir, cache_root=ns.cache_dir, report=not ns.no_report,
             log=lambda s: print(time.strftime("%H:%M:%S"), s, flush=True))
 
 

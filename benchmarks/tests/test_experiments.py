@@ -148,3 +148,17 @@ def test_report_check_fails_on_a_stale_report(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(experiments, "generated", lambda decisions=None: {path: text + "x"})
     assert experiments.main(["report", "--check"]) == 1
     assert "is out of date" in capsys.readouterr().err
+
+
+def test_pack_folds_the_record_folders_inside_an_experiment(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(records, "EXPERIMENTS", tmp_path)
+    for where in ("r", "r/pairing-check", "r/baseline"):
+        records.loose_path(tmp_path / where, "hir_cla", 0).parent.mkdir(parents=True)
+        records.loose_path(tmp_path / where, "hir_cla", 0).write_text(json.dumps(_record("hir_cla", 0, at=where)))
+    (tmp_path / "r" / "notes").mkdir()  # a folder without records is not a record folder
+    assert [p.name for p in records.record_folders(tmp_path / "r")] == ["r", "baseline", "pairing-check"]
+    assert experiments.main(["pack", "r"]) == 0
+    assert "r/pairing-check: 1 loose record(s) packed" in capsys.readouterr().out
+    for where in ("r", "r/pairing-check", "r/baseline"):
+        assert [x["at"] for x in records.read_jsonl(tmp_path / where / records.RUNS_FILE)] == [where]
+        assert not (tmp_path / where / records.LOOSE_DIR).exists()

@@ -1,0 +1,160 @@
+"""The pre-registered rounds' helpers (benchmarks/learning/rounds.py): the pairing check and the blinded
+re-estimation of seeds on packed and loose records, each round's pre-registration complete and pointing at record
+folders of the experiments' layout, and their decision.json entries while they have no records."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from benchmarks.learning import records, rounds
+
+REPO = Path(__file__).resolve().parents[2]
+DECISIVE = records.experiment_dir("decisive-synthetic")
+
+
+def _record(seed: int, ila: float, cla: float = 0.5) -> dict:
+    return {"method": "hir_cla", "seed": seed, "checkpoint": {"task": "t"},
+            "logs": [{"step": 1, "loss": 0.1, "reward/ila": 0.25, "reward/cla": cla, "hir/replayed_rows": 8.0}],
+            "evals": [{"step": 0, "ila": 0.05, "verdicts": {"passed": ["01"]}},
+                      {"step": 2, "ila": ila, "verdicts": {"passed": ["11" if ila else "01"]}}]}
+
+
+def test_same_run_names_what_differs():
+    a = _record(0, 0.2)
+    assert rounds.same_run(a, copy.deepcopy(a)) == []
+    assert rounds.same_run(a, _record(0, 0.2, cla=0.5 * (1 + 1e-8))) == []  # reward/cla's logging precision
+    b = copy.deepcopy(a)
+    b["logs"][0]["hir/replayed_rows"] = 7.0
+    b["evals"][1]["verdicts"]["passed"] = ["10"]
+    differences = rounds.same_run(a, b)
+    assert len(differences) == 2 and "hir/replayed_rows" in differences[0] and "verdicts" in differences[1]
+
+
+def test_same_run_on_the_committed_cross_machine_rerun(capsys):
+    """The decisive hir_cla seed 0, packed in runs.jsonl, and its rerun on another machine (checks.jsonl) are one
+    run; seed 1 is not seed 0."""
+    checks = DECISIVE / "checks.jsonl"
+    assert rounds.main(["check", str(DECISIVE), str(checks), "--method", "hir_cla", "--seed", "0"]) == 0
+    assert "the same run" in capsys.readouterr().out
+    seed1 = records.find(DECISIVE, "hir_cla", 1)
+    assert rounds.same_run(records.find(DECISIVE, "hir_cla", 0), seed1) != []
+
+
+def test_check_reads_loose_records_and_says_when_one_is_missing(tmp_path, capsys):
+    rerun = records.loose_path(tmp_path, "hir_cla", 0)
+    rerun.parent.mkdir()
+    rerun.write_text(json.dumps(_record(0, 0.2)))
+    committed = tmp_path / "committed.jsonl"
+    records.write_jsonl(committed, [_record(0, 0.2), _record(1, 0.3)])
+    assert rounds.main(["check", str(committed), str(tmp_path), "--method", "hir_cla", "--seed", "0"]) == 0
+    with pytest.raises(SystemExit) as stopped:  # a .jsonl file needs --method and --seed: one line, exit 2
+        rounds.main(["check", str(committed), str(rerun)])
+    assert stopped.value.code == 2 and "needs --method and --seed" in capsys.readouterr().err
+    assert rounds.main(["check", str(committed), str(tmp_path), "--method", "hir_cla", "--seed", "1"]) == 2
+    assert "no record of hir_cla seed 1" in capsys.readouterr().err
+    assert rounds.main(["check", str(committed), str(rerun), "--method", "hir_cla", "--seed", "1"]) == 1
+
+
+def test_missing_seeds_counts_packed_and_loose_records(tmp_path, capsys):
+    records.write_jsonl(tmp_path / records.RUNS_FILE, [_record(0, 0.2), {**_record(1, 0.2), "method": "rl_cr"}])
+    records.loose_path(tmp_path, "hir_cla", 1).parent.mkdir()
+    records.loose_path(tmp_path, "hir_cla", 1).write_text(json.dumps(_record(1, 0.2)))
+    assert rounds.missing_seeds(tmp_path, ["hir_cla"], [0, 1, 2]) == [2]
+    assert rounds.missing_seeds(tmp_path, ["hir_cla", "rl_cr"], [0, 1, 2]) == [0, 2]
+    assert rounds.main(["missing", str(tmp_path), "hir_cla,rl_cr", "0,1,2"]) == 0
+    assert capsys.readouterr().out.strip() == "0,2"
+
+
+def test_seeds_to_run_reestimates_blinded_to_the_mean(tmp_path):
+    spec = {"seeds": [0, 1, 2], "arm": "hir_cla", "reestimation": {"target_half_width": 1.5, "max_seeds_per_arm": 6},
+            "results_dir": "new", "pairs": [{"a": {"method": "hir_cla", "runs": "new"},
+                                              "b": {"method": "hir_cla", "runs": "old"}}]}
+    (tmp_path / "old").mkdir()
+
+    def write(finals, seeds):  # the new arm's records loose (as a run writes them), the old one's packed
+        (tmp_path / "new" / records.LOOSE_DIR).mkdir(parents=True, exist_ok=True)
+        for seed in seeds:
+            records.loose_path(tmp_path / "new", "hir_cla", seed).write_text(json.dumps(_record(seed, finals["new"][seed])))
+        old = {r["seed"]: r for r in records.load_records(tmp_path / "old")}
+        old.update({seed: _record(seed, finals["old"][seed]) for seed in seeds})
+        records.write_jsonl(tmp_path / "old" / records.RUNS_FILE, old.values())
+
+    finals = {"new": [0.20, 0.10, 0.25], "old": [0.10, 0.12, 0.11]}  # differences +10, -2, +14 points: sd 8.3
+    write(finals, [0, 1])
+    assert rounds.seeds_to_run(spec, tmp_path) == [0, 1, 2]  # a registered seed is missing: those first
+    write(finals, [2])
+    assert rounds.seeds_to_run(spec, tmp_path) == [0, 1, 2, 3, 4, 5]  # sd 8.3 asks for more than the cap of 6
+    records.pack(tmp_path / "new")
+    assert rounds.seeds_to_run(spec, tmp_path) == [0, 1, 2, 3, 4, 5]  # the same once packed
+    write({"new": [0.21, 0.20, 0.22], "old": [0.10, 0.10, 0.11]}, [0, 1, 2])  # +11, +10, +11: sd 0.6
+    assert rounds.seeds_to_run(spec, tmp_path) == [0, 1, 2]  # a small sd: the registered seeds suffice
+
+
+@pytest.mark.parametrize("name", list(rounds.ROUNDS))
+def test_round_preregistrations_are_complete(name):
+    import yaml
+
+    spec = rounds.load_preregistration(records.experiment_dir(name) / records.PREREGISTRATION_FILE)
+    assert spec["experiment"] == name and spec["results_dir"] == f"benchmarks/experiments/{name}"
+    for key in ("power", "budget", "command", "resume", "default_rule", "pairing_check"):
+        assert spec[key].strip(), key
+    # the same bench settings as the decisive experiment, but the one override
+    bench = yaml.safe_load((DECISIVE / records.PREREGISTRATION_FILE).read_text())["bench"]
+    assert {k: v for k, v in spec["bench"].items() if k != "extra"} == bench
+    assert json.loads(spec["bench"]["extra"])
+    # every pair reads an experiment folder: the round's own, or the decisive one, whose records hold the method
+    for pair in spec["pairs"]:
+        for side in ("a", "b"):
+            folder = pair[side]["runs"]
+            assert folder in (spec["results_dir"], "benchmarks/experiments/decisive-synthetic"), (pair["name"], folder)
+            if folder.endswith("decisive-synthetic"):
+                assert len(records.by_method(records.load_records(REPO / folder))[pair[side]["method"]]) == 20
+    text = (records.experiment_dir(name) / records.PREREGISTRATION_FILE).read_text()
+    assert "results-decisive" not in text and "benchmarks/preregistered" not in text
+
+
+def test_a_round_without_records_has_a_no_records_yet_entry_and_report():
+    entries = {d["experiment"]: d for d in records.read_decisions()}
+    for name in rounds.ROUNDS:
+        fresh = rounds.decision(name)
+        assert fresh["status"] == "no records yet" and fresh["seeds"] == [] and fresh["mean_diff_points"] is None
+        path = f"benchmarks/experiments/{name}/preregistration.yaml"
+        assert fresh["preregistration"]["path"] == path
+        shown = subprocess.run(["git", "-C", str(REPO), "log", "-1", "--format=%H", "--", path],
+                               capture_output=True, text=True)
+        if shown.returncode == 0 and shown.stdout.strip():  # a checkout with its history
+            assert fresh["preregistration"]["commit"] == shown.stdout.strip()
+            assert entries[name] == json.loads(json.dumps(fresh))
+        report = rounds.markdown(fresh)
+        assert "**No records yet**" in report and path in report
+        assert all(f"| {p['name']} |" in report for p in fresh["pairs"])
+
+
+def test_deciding_a_round_with_records_refuses_until_its_rule_is_computed(tmp_path, monkeypatch):
+    folder = tmp_path / "replay-ratio"
+    folder.mkdir()
+    (folder / records.PREREGISTRATION_FILE).write_text(
+        (records.experiment_dir("replay-ratio") / records.PREREGISTRATION_FILE).read_text())
+    monkeypatch.setattr(records, "EXPERIMENTS", tmp_path)
+    monkeypatch.setattr(rounds, "REPO_ROOT", tmp_path.parent)
+    assert rounds.decision("replay-ratio")["status"] == "no records yet"
+    check = folder / "pairing-check"
+    check.mkdir()
+    records.write_jsonl(check / records.RUNS_FILE, [_record(0, 0.2)])  # the pairing check's rerun, packed
+    with pytest.raises(NotImplementedError, match="replay-ratio has 1 record"):
+        rounds.decision("replay-ratio")
+
+
+def test_run_no_report_writes_the_records_only(monkeypatch):
+    from benchmarks.learning import run
+
+    seen = []
+    monkeypatch.setattr(run, "run_all", lambda bench, task, results_dir, **kw: seen.append((results_dir, kw["report"])))
+    for extra in (["--no-report"], []):
+        run.main(["--methods", "rl_cr", "--seeds", "0", "--results-dir", "somewhere", *extra])
+    assert seen == [(Path("somewhere"), False), (Path("somewhere"), True)]
