@@ -8,7 +8,8 @@ record folders of their own inside the round's folder (``pairing-check/``, and t
   and on the round's machine, of a committed decisive record A: the two must be the same run (`same_run`: every
   logged step's loss, rewards, replays and tokens, and every held-out verdict) for the round's new arm to be paired
   with the decisive records. A and B are each a record folder, a ``.jsonl`` file of records or one record's
-  ``.json``. Exit 0 when they are the same run, 1 (and the differences) when not, 2 when a record is missing.
+  ``.json``. Exit 0 when they are the same run, `NOT_THE_SAME` (3, and the differences) when not, 2 when a record
+  is missing (1 stays Python's own: a crash is never read as "not the same run").
 - ``seeds PREREG [--a-runs FOLDER] [--b-runs FOLDER]``: the seeds of the round's new arm to run now: its registered seeds, plus, once they are all in,
   the re-estimation seeds its ``reestimation`` clause asks for (blinded to the mean: the sd of the primary pair's
   paired differences on the registered seeds, `paired.seeds_for_half_width`, capped).
@@ -44,6 +45,8 @@ from benchmarks.learning import paired, records  # noqa: E402
 SAME_KEYS = ("loss", "reward/ila", "hir/replayed_rows", "hir/supplementary_samples", "hir/generated_tokens",
              "hir/padded_rows", "completions/mean_length")
 CLA_REL_TOL = 1e-6
+#: ``check``'s exit status when the two records are not the same run.
+NOT_THE_SAME = 3
 
 
 def same_run(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
@@ -244,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in differences[:20]:
             print(line)
         print("the same run" if not differences else f"{len(differences)} differences: not the same run")
-        return 0 if not differences else 1
+        return 0 if not differences else NOT_THE_SAME
     if ns.command == "missing":
         try:
             wanted = [int(s) for s in ns.seeds.split(",") if s]

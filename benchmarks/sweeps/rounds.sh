@@ -3,57 +3,55 @@
 # the replay ratio (benchmarks/experiments/<round>/preregistration.yaml). Each starts with its pairing check (a rerun
 # of one decisive record at this commit, compared with `benchmarks.learning.rounds check`); when the check fails,
 # the round re-runs its baseline arms at this commit, as its pre-registration says.
-# Run from a frozen worktree of the commit that adds the pre-registrations, so that later commits cannot change a
-# running sweep:
+# Run from a frozen worktree of the commit that last changed the pre-registrations, so that later commits cannot
+# change a running sweep, with the records going to the main checkout (EXPERIMENTS):
 #   C=$(git log -1 --format=%H -- benchmarks/experiments/replay-ratio/preregistration.yaml)
-#   git worktree add /tmp/rounds "$C" && cd /tmp/rounds && \
+#   git worktree add /tmp/rounds "$C" && cd /tmp/rounds && EXPERIMENTS=/path/to/checkout/benchmarks/experiments \
 #       CACHE_DIR=/path/to/benchmarks/.cache PYTHON=/path/to/venv/bin/python bash benchmarks/sweeps/rounds.sh
-# Resumable: run the same line again; a (method, seed) whose record exists is skipped, and run.py reuses any record
-# with the same settings and starting checkpoint. ROUNDS (default "equal-sampling written-objective replay-ratio")
-# picks rounds; DECISIVE_RUNS is the folder of the decisive synthetic records; JOBS runs at a time (default 2).
+# Records land loose, in EXPERIMENTS/<round>/runs/ (the new arm), EXPERIMENTS/<round>/pairing-check/runs/ and the
+# fallback's folder; `python -m benchmarks.learning.experiments pack` folds them into each folder's runs.jsonl.
+# Resumable: run the same line again; a (method, seed) with a record there, packed or loose, is skipped, and run.py
+# reuses any record with the same settings and starting checkpoint. ROUNDS (default "equal-sampling
+# written-objective replay-ratio") picks rounds; DECISIVE is the decisive synthetic experiment's folder; JOBS runs at
+# a time (default 2).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # torch's AVX2 kernels, as for every decisive record (they rebuild the registered SFT checkpoint bit for bit)
 export ATEN_CPU_CAPABILITY=${ATEN_CPU_CAPABILITY:-avx2}
 PY=${PYTHON:-python}
-DECISIVE=${DECISIVE_RUNS:-benchmarks/results-decisive/synthetic/runs}
-E=benchmarks/experiments
+DECISIVE=${DECISIVE:-benchmarks/experiments/decisive-synthetic}
+R=benchmarks/experiments                 # the pre-registrations, committed in this checkout
+E=${EXPERIMENTS:-benchmarks/experiments} # where the records go
 cache=()
 if [ -n "${CACHE_DIR:-}" ]; then cache=(--cache-dir "$CACHE_DIR"); fi
-# the decisive experiment's bench settings (benchmarks/preregistered/decisive-synthetic.yaml), shared by every run
+# the decisive experiment's bench settings (benchmarks/experiments/decisive-synthetic/preregistration.yaml)
 BENCH=(--prompts 512 --prompts-per-step 4 --m 6 --k 2 --learning-rate 2e-4 --max-completion-length 80
        --temperature 1.0 --lambda-0 2.0 --eta 0.05 --eval-every 64 --eval-prompts 128 --eval-samples 16
        --eval-temperature 1.0 --jobs "${JOBS:-2}" --threads 1)
 ALL20=0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19
 
-missing() {  # RESULTS_DIR METHODS SEEDS -> the seeds (comma-separated) of which some method has no record yet
-  local out=() seed method methods seeds
-  IFS=, read -ra methods <<< "$2"
-  IFS=, read -ra seeds <<< "$3"
-  for seed in "${seeds[@]}"; do
-    for method in "${methods[@]}"; do
-      if [ ! -f "$1/runs/$method-seed$seed.json" ]; then out+=("$seed"); break; fi
-    done
-  done
-  (IFS=,; echo "${out[*]}")
-}
-
-runs() {  # PREREG RESULTS_DIR METHODS SEEDS EXTRA_JSON: run (or resume) METHODS x SEEDS
+runs() {  # PREREG FOLDER METHODS SEEDS EXTRA_JSON: run (or resume) METHODS x SEEDS into the record FOLDER
   local todo
-  todo=$(missing "$2" "$3" "$4")
+  todo=$("$PY" -m benchmarks.learning.rounds missing "$2" "$3" "$4") || return 1
   if [ -z "$todo" ]; then echo "$(date +%T) $3 in $2: every seed of $4 has its record"; return 0; fi
   echo "$(date +%T) $3 in $2: seeds $todo"
   "$PY" -m benchmarks.learning.run --methods "$3" --seeds "$todo" "${BENCH[@]}" --extra "$5" \
-      --preregistration "$1" --results-dir "$2" "${cache[@]}"
+      --preregistration "$1" --results-dir "$2" --no-report "${cache[@]}"
 }
 
-paired_with_decisive() {  # ROUND METHOD: rerun the decisive METHOD seed 0 here; 0 when it is the same run
-  runs "$E/$1/preregistration.yaml" "$E/$1/pairing-check" "$2" 0 ''
-  "$PY" -m benchmarks.learning.rounds check "$DECISIVE/$2-seed0.json" "$E/$1/pairing-check/runs/$2-seed0.json"
+paired_with_decisive() {  # ROUND METHOD: rerun the decisive METHOD seed 0 here; 0 when it is the same run, 1 when
+  local rc=0              # not (rounds check exits 3); the sweep stops if the rerun or the comparison itself fails
+  runs "$R/$1/preregistration.yaml" "$E/$1/pairing-check" "$2" 0 '' || { echo "$1: pairing-check run failed" >&2; exit 1; }
+  "$PY" -m benchmarks.learning.rounds check "$DECISIVE" "$E/$1/pairing-check" --method "$2" --seed 0 || rc=$?
+  case $rc in
+    0) return 0 ;;
+    3) echo "$1: not the same run as the decisive record: the round re-runs its baseline here"; return 1 ;;
+    *) echo "$1: the pairing check could not compare the records (exit $rc)" >&2; exit 1 ;;
+  esac
 }
 
 for round in ${ROUNDS:-equal-sampling written-objective replay-ratio}; do
-  P=$E/$round/preregistration.yaml
+  P=$R/$round/preregistration.yaml
   case $round in
     equal-sampling)
       if ! paired_with_decisive "$round" rl_cr; then
@@ -73,9 +71,9 @@ for round in ${ROUNDS:-equal-sampling written-objective replay-ratio}; do
       runs "$P" "$E/$round" hir_cla 0,1,2,3,4,5,6,7,8,9,10,11 '{"replay_old_logps": "hindsight"}'
       if [ $paired = no ]; then runs "$P" "$E/$round/baseline" hir_cla 0,1,2,3,4,5,6,7,8,9,10,11 ''; fi
       # the blinded re-estimation (the pre-registration's `reestimation:`): seeds 12, ... up to 20 if the sd asks
-      base=()
-      if [ $paired = no ]; then base=(--b-runs "$E/$round/baseline/runs"); fi
-      seeds=$("$PY" -m benchmarks.learning.rounds seeds "$P" "${base[@]}")
+      base=(--b-runs "$DECISIVE")
+      if [ $paired = no ]; then base=(--b-runs "$E/$round/baseline"); fi
+      seeds=$("$PY" -m benchmarks.learning.rounds seeds "$P" --a-runs "$E/$round" "${base[@]}")
       runs "$P" "$E/$round" hir_cla "$seeds" '{"replay_old_logps": "hindsight"}'
       if [ $paired = no ]; then runs "$P" "$E/$round/baseline" hir_cla "$seeds" ''; fi
       ;;

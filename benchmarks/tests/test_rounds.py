@@ -57,7 +57,7 @@ def test_check_reads_loose_records_and_says_when_one_is_missing(tmp_path, capsys
     assert stopped.value.code == 2 and "needs --method and --seed" in capsys.readouterr().err
     assert rounds.main(["check", str(committed), str(tmp_path), "--method", "hir_cla", "--seed", "1"]) == 2
     assert "no record of hir_cla seed 1" in capsys.readouterr().err
-    assert rounds.main(["check", str(committed), str(rerun), "--method", "hir_cla", "--seed", "1"]) == 1
+    assert rounds.main(["check", str(committed), str(rerun), "--method", "hir_cla", "--seed", "1"]) == 3
 
 
 def test_missing_seeds_counts_packed_and_loose_records(tmp_path, capsys):
