@@ -132,13 +132,15 @@ def decisions_table(decisions: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def experiments_table() -> str:
-    """benchmarks/README.md's list of experiment folders: what each holds."""
+def experiments_table(generated_reports: Sequence[Path] = ()) -> str:
+    """benchmarks/README.md's list of experiment folders: what each holds (a report counts once it exists or is
+    among ``generated_reports``, those `generated` is about to write)."""
     lines = ["| folder | pre-registered | records in runs.jsonl | report |", "|---|---|---|---|"]
     for folder in experiment_folders():
         runs = len(records.read_jsonl(folder / records.RUNS_FILE)) or "-"
         prereg = "yes" if (folder / records.PREREGISTRATION_FILE).is_file() else "no"
-        report = f"[report.md](experiments/{folder.name}/{REPORT_FILE})" if (folder / REPORT_FILE).is_file() else "-"
+        has_report = (folder / REPORT_FILE).is_file() or folder / REPORT_FILE in set(generated_reports)
+        report = f"[report.md](experiments/{folder.name}/{REPORT_FILE})" if has_report else "-"
         lines.append(f"| `experiments/{folder.name}/` | {prereg} | {runs} | {report} |")
     return "\n".join(lines)
 
@@ -169,7 +171,7 @@ def generated(decisions: Sequence[dict[str, Any]] | None = None) -> dict[Path, s
     out = reports(decisions)
     out[README] = replace_block(README.read_text(), "results-table", readme_table(decisions))
     text = replace_block(BENCH_README.read_text(), "decisions-table", decisions_table(decisions))
-    out[BENCH_README] = replace_block(text, "experiments-table", experiments_table())
+    out[BENCH_README] = replace_block(text, "experiments-table", experiments_table(list(out)))
     return out
 
 

@@ -162,3 +162,12 @@ def test_pack_folds_the_record_folders_inside_an_experiment(tmp_path, monkeypatc
     for where in ("r", "r/pairing-check", "r/baseline"):
         assert [x["at"] for x in records.read_jsonl(tmp_path / where / records.RUNS_FILE)] == [where]
         assert not (tmp_path / where / records.LOOSE_DIR).exists()
+
+
+def test_the_experiments_table_links_a_report_about_to_be_generated(tmp_path, monkeypatch):
+    monkeypatch.setattr(records, "EXPERIMENTS", tmp_path)
+    (tmp_path / "new-round").mkdir()
+    (tmp_path / "new-round" / records.PREREGISTRATION_FILE).write_text("experiment: new-round\n")
+    assert experiments.experiments_table().splitlines()[-1] == "| `experiments/new-round/` | yes | - | - |"
+    row = experiments.experiments_table([tmp_path / "new-round" / experiments.REPORT_FILE]).splitlines()[-1]
+    assert row == "| `experiments/new-round/` | yes | - | [report.md](experiments/new-round/report.md) |"
