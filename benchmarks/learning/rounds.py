@@ -15,7 +15,9 @@ record folders of their own inside the round's folder (``pairing-check/``, and t
   paired differences on the registered seeds, `paired.seeds_for_half_width`, capped).
 - ``missing FOLDER METHODS SEEDS``: the seeds (comma-separated) of which some method has no record in FOLDER yet.
 - `decision` / `write_decisions`: each round's entry of ``benchmarks/experiments/decision.json`` (run by
-  ``python -m benchmarks.learning.experiments decide``) and `markdown` its ``report.md``.
+  ``python -m benchmarks.learning.experiments decide``): its pairing check, and each registered pair's 95% t-interval
+  and label (``rule: sign`` with the round's `SIGN_LABELS`, ``rule: decisive`` with `paired.decide`), over the
+  baselines `FALLBACK` names when the check failed; `markdown` its ``report.md``.
 
 Usage (from the repository root)::
 
@@ -152,13 +154,68 @@ def round_records(folder: Path) -> list[dict[str, Any]]:
     return [r for f in records.record_folders(folder) for r in records.load_records(f)]
 
 
-def decision(name: str) -> dict[str, Any]:
-    """The round ``name``'s entry of ``decision.json``, from its pre-registration and records: while it has none,
-    ``status`` and ``decision`` "no records yet", the registered arm, override, seeds and pairs, and the
-    pre-registration's path and commit (the last commit that changed it, what its runs will record).
+#: Per round: the method its pairing check reruns (the decisive record of seed 0), and where a failed check sends
+#: each pair (its ``pairing_check:``): pair index -> (the side whose records change, the record folder inside the
+#: round's folder), or ``None``: the pair is then not reported.
+FALLBACK: dict[str, tuple[str, dict[int, tuple[str, str] | None]]] = {
+    "equal-sampling": ("rl_cr", {0: ("a", "hir_cla")}),
+    "written-objective": ("hir_paper_rpp", {0: ("b", "baselines"), 1: ("b", "baselines"), 2: None}),
+    "replay-ratio": ("hir_cla", {0: ("b", "baseline")}),
+}
+#: Each round's labels of a ``rule: sign`` pair (its ``decision_rule:``): lower bound > 0, upper bound < 0, otherwise.
+SIGN_LABELS = {
+    "equal-sampling": ("two more samples help", "they hurt", "unchanged within the noise"),
+    "written-objective": ("the written objective helps", "the written objective hurts", "unchanged within the noise"),
+    "replay-ratio": ("the hindsight ratio helps", "the hindsight ratio hurts", "unchanged within the noise"),
+}
 
-    Raises:
-        NotImplementedError: the round has records; its decision rule (``decision_rule:``) is not computed here yet.
+
+def pairing_check(name: str) -> dict[str, Any]:
+    """The round's pairing check from its records: ``method``, ``same_run`` (``None`` while the rerun has no record)
+    and the first `same_run` ``differences``."""
+    method = FALLBACK[name][0]
+    rerun = records.find(records.experiment_dir(name) / "pairing-check", method, 0)
+    committed = records.find(records.experiment_dir("decisive-synthetic"), method, 0)
+    if rerun is None or committed is None:
+        return {"method": method, "same_run": None, "differences": []}
+    differences = same_run(committed, rerun)
+    return {"method": method, "same_run": not differences, "differences": differences[:5]}
+
+
+def _pair_result(name: str, pair: dict[str, Any], seeds: Sequence[int], complete: bool,
+                 bootstrap_reps: int) -> dict[str, Any]:
+    """One pair's interval and label over ``seeds`` (`one_round.check`), marked interim unless ``complete``."""
+    from benchmarks.learning import one_round
+
+    if pair["rule"] == "sign":
+        better, worse, unchanged = SIGN_LABELS[name]
+
+        def rule(low: float, high: float) -> str:
+            return one_round.sign_rule(low, high, better, worse, unchanged)
+    else:
+        rule = paired.decide
+    a, b = (paired.load_runs(REPO_ROOT / pair[side]["runs"]).get(pair[side]["method"], []) for side in ("a", "b"))
+    head = {"name": pair["name"], "rule": pair["rule"], "a": pair["a"], "b": pair["b"]}
+    try:
+        out = one_round.check(a, b, seeds, bootstrap_reps, labels=("a", "b"), decide=rule)
+    except ValueError:  # fewer than two common seeds: no interval yet
+        common = sorted({r["seed"] for r in a} & {r["seed"] for r in b} & set(seeds))
+        return {**head, "seeds": common, "decision": "not run" if not common else "too few seeds",
+                "mean_diff_points": None, "ci95_low": None, "ci95_high": None}
+    if out["complete"] and not complete:  # this pair's seeds are in, the primary pair's are not yet
+        out["decision"] = f"interim (the primary pair is not complete): {out['decision']}"
+    return {**head, **out}
+
+
+def decision(name: str, bootstrap_reps: int = 10_000) -> dict[str, Any]:
+    """The round ``name``'s entry of ``decision.json``, from its pre-registration and records.
+
+    While it has none: ``status`` and ``decision`` "no records yet", the registered arm, override, seeds and pairs,
+    and the pre-registration's path and commit (the last commit that changed it, what its runs will record). Then:
+    the pairing check (`pairing_check`; when it failed, the pairs `FALLBACK` names read the round's own baseline
+    records), every pair's 95% t-interval and label over the seeds to run (`seeds_to_run`), ``status`` "interim"
+    until each of those seeds has its record, then "complete"; the first pair's figures and label at the top
+    (``decision``), each pair's in ``pairs``; the path and commit the round's records name.
     """
     from benchmarks.learning.decisive import committed_at
 
@@ -166,12 +223,9 @@ def decision(name: str) -> dict[str, Any]:
     path = folder / records.PREREGISTRATION_FILE
     spec = load_preregistration(path)
     found = round_records(folder)
-    if found:
-        raise NotImplementedError(f"{name} has {len(found)} record(s): its pre-registered decision rule is not "
-                                  "computed by benchmarks/learning/rounds.py yet; add it before deciding")
     relative = str(path.relative_to(REPO_ROOT))
     clause = spec.get("reestimation") or {}
-    return {
+    entry: dict[str, Any] = {
         "experiment": name, "status": NO_RECORDS, "decision": NO_RECORDS, "complete": False,
         "arm": spec["arm"], "override": json.loads(spec["bench"]["extra"]), "seeds": [],
         "seeds_preregistered": list(spec["seeds"]),
@@ -180,6 +234,32 @@ def decision(name: str) -> dict[str, Any]:
         "mean_diff_points": None, "ci95_low": None, "ci95_high": None,
         "preregistration": {"path": relative, "commit": committed_at(relative)},
     }
+    if not found:
+        return entry
+    check = pairing_check(name)
+    pairs = [dict(p, a=dict(p["a"]), b=dict(p["b"])) for p in spec["pairs"]]
+    if check["same_run"] is False:
+        for index, where in FALLBACK[name][1].items():
+            if where is None:
+                pairs[index] = None
+            else:
+                pairs[index][where[0]]["runs"] = str((folder / where[1]).relative_to(REPO_ROOT))
+    pairs = [p for p in pairs if p is not None]
+    seeds = seeds_to_run({**spec, "pairs": pairs})
+    a, b = (set(_finals(REPO_ROOT / pairs[0][side]["runs"], pairs[0][side]["method"])) for side in ("a", "b"))
+    complete = set(seeds) <= a & b
+    results = [_pair_result(name, p, seeds, complete, bootstrap_reps) for p in pairs]
+    commits = sorted({r["preregistration"]["commit"] for r in found if r.get("preregistration")})
+    top = results[0]
+    entry.update(status="complete" if complete else "interim", decision=top["decision"], complete=complete,
+                 seeds=top["seeds"], seeds_to_run=seeds, pairing_check=check,
+                 baseline="the decisive records" if check["same_run"] is not False else
+                 "re-run at the round's commit (the pairing check failed)",
+                 mean_diff_points=top["mean_diff_points"], ci95_low=top["ci95_low"], ci95_high=top["ci95_high"],
+                 pairs=results)
+    if commits:
+        entry["preregistration"]["commit"] = commits[0] if len(commits) == 1 else commits
+    return entry
 
 
 def write_decisions(names: Sequence[str] = tuple(ROUNDS)) -> list[dict[str, Any]]:
@@ -212,6 +292,18 @@ def markdown(entry: dict[str, Any]) -> str:
         for p in entry["pairs"]:
             lines.append(f"| {p['name']} | `{p['a']['method']}` in `{p['a']['runs']}` | `{p['b']['method']}` in "
                          f"`{p['b']['runs']}` | {p['rule']} |")
+        return "\n".join(lines) + "\n"
+    check = entry["pairing_check"]
+    said = {True: "the same run", False: "not the same run", None: "not run yet"}[check["same_run"]]
+    lines += [f"**{entry['status'].capitalize()}.** Pairing check ({check['method']} seed 0 rerun against the "
+              f"decisive record): {said}; baselines: {entry['baseline']}. Seeds to run: "
+              f"{_seeds_text(entry['seeds_to_run'])}.", "",
+              "| pair (a - b, final held-out ILA, points) | seeds | mean | 95% t-interval | decision |",
+              "|---|---|---|---|---|"]
+    for p in entry["pairs"]:
+        interval = ("- | -" if p["mean_diff_points"] is None else
+                    f"{p['mean_diff_points']:+.2f} | [{p['ci95_low']:+.2f}, {p['ci95_high']:+.2f}]")
+        lines.append(f"| {p['name']} | {len(p['seeds'])} | {interval} | {p['decision']} |")
     return "\n".join(lines) + "\n"
 
 

@@ -135,19 +135,53 @@ def test_a_round_without_records_has_a_no_records_yet_entry_and_report():
         assert all(f"| {p['name']} |" in report for p in fresh["pairs"])
 
 
-def test_deciding_a_round_with_records_refuses_until_its_rule_is_computed(tmp_path, monkeypatch):
-    folder = tmp_path / "replay-ratio"
-    folder.mkdir()
+def test_a_round_is_decided_from_its_records_by_its_registered_rule(tmp_path, monkeypatch):
+    """The replay-ratio round on decisive records: the pairing check, interim figures, the registered rule once the
+    seeds are in, and the fallback baseline folder once the pairing check fails."""
+    import yaml
+
+    repo = tmp_path / "repo"
+    experiments = repo / "benchmarks" / "experiments"
+    monkeypatch.setattr(records, "EXPERIMENTS", experiments)
+    monkeypatch.setattr(rounds, "REPO_ROOT", repo)
+    folder = experiments / "replay-ratio"
+    folder.mkdir(parents=True)
     (folder / records.PREREGISTRATION_FILE).write_text(
-        (records.experiment_dir("replay-ratio") / records.PREREGISTRATION_FILE).read_text())
-    monkeypatch.setattr(records, "EXPERIMENTS", tmp_path)
-    monkeypatch.setattr(rounds, "REPO_ROOT", tmp_path.parent)
-    assert rounds.decision("replay-ratio")["status"] == "no records yet"
-    check = folder / "pairing-check"
-    check.mkdir()
-    records.write_jsonl(check / records.RUNS_FILE, [_record(0, 0.2)])  # the pairing check's rerun, packed
-    with pytest.raises(NotImplementedError, match="replay-ratio has 1 record"):
-        rounds.decision("replay-ratio")
+        (REPO / "benchmarks" / "experiments" / "replay-ratio" / records.PREREGISTRATION_FILE).read_text())
+    decisive = [r for r in records.load_records(DECISIVE) if r["method"] in ("hir_cla", "rl_cr") and r["seed"] < 12]
+    (experiments / "decisive-synthetic").mkdir()
+    records.write_jsonl(experiments / "decisive-synthetic" / records.RUNS_FILE, decisive)
+    hir = {r["seed"]: r for r in decisive if r["method"] == "hir_cla"}
+
+    def hindsight(seed):  # the decisive hir_cla record, 2 points higher at the end
+        record = copy.deepcopy(hir[seed])
+        record["evals"][-1]["ila"] += 0.02
+        return record
+
+    (folder / "pairing-check").mkdir()
+    records.write_jsonl(folder / "pairing-check" / records.RUNS_FILE, [hir[0]])
+    entry = rounds.decision("replay-ratio", bootstrap_reps=50)
+    assert entry["status"] == "interim" and entry["pairing_check"]["same_run"] is True
+    assert entry["pairs"][0]["decision"] == "not run" and entry["seeds_to_run"] == list(range(12))
+    records.write_jsonl(folder / records.RUNS_FILE, [hindsight(s) for s in range(6)])
+    entry = rounds.decision("replay-ratio", bootstrap_reps=50)
+    assert entry["decision"] == "interim (6 of 12 seeds): the hindsight ratio helps"
+    assert entry["mean_diff_points"] == pytest.approx(2.0) and entry["seeds"] == list(range(6))
+    records.write_jsonl(folder / records.RUNS_FILE, [hindsight(s) for s in range(12)])
+    entry = rounds.decision("replay-ratio", bootstrap_reps=50)
+    assert entry["status"] == "complete" and entry["decision"] == "the hindsight ratio helps"  # sd 0: 12 suffice
+    assert entry["pairs"][1]["name"] == "HiR default hindsight minus RL-CR" and entry["pairs"][1]["rule"] == "decisive"
+    assert entry["pairs"][1]["decision"] in ("HiR ahead", "no useful gain", "undecided")
+    assert "| HiR default hindsight minus HiR default | 12 | +2.00 |" in rounds.markdown(entry)
+    failed = copy.deepcopy(hir[0])
+    failed["logs"][0]["loss"] += 1.0
+    records.write_jsonl(folder / "pairing-check" / records.RUNS_FILE, [failed])
+    entry = rounds.decision("replay-ratio", bootstrap_reps=50)
+    assert entry["pairing_check"]["same_run"] is False and entry["status"] == "interim"
+    assert entry["pairs"][0]["b"]["runs"] == "benchmarks/experiments/replay-ratio/baseline"
+    assert entry["pairs"][0]["decision"] == "not run" and entry["pairs"][1]["decision"] != "not run"
+    assert yaml.safe_load((folder / records.PREREGISTRATION_FILE).read_text())["pairs"][0]["b"]["runs"].endswith(
+        "decisive-synthetic")  # the fallback is the decision's, the pre-registration is not touched
 
 
 def test_run_no_report_writes_the_records_only(monkeypatch):
