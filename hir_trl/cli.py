@@ -401,6 +401,26 @@ def check_model_path(model_name_or_path: str, build_model: str | None) -> None:
     raise FileNotFoundError(f"model_name_or_path {model_name_or_path}: no such model folder (give a local model "
                             "directory, a Hub model id such as Qwen/Qwen2.5-7B-Instruct, or --build_model tiny to "
                             "build a tiny model there)")
+#: The pip package of each ``report_to`` tracker whose name differs from its package.
+TRACKER_PACKAGES = {"azure_ml": "azureml-core", "comet_ml": "comet-ml", "tensorboard": "tensorboard"}
+
+
+def check_trackers(report_to) -> None:
+    """Refuse a tracker in ``report_to`` whose package is not installed, before the data and the model load
+    (transformers would raise from inside `HiRTrainer`'s construction).
+
+    Raises:
+        ValueError: a named tracker (e.g. ``wandb``) that `transformers.integrations` does not find installed.
+    """
+    from transformers.integrations import get_available_reporting_integrations
+
+    wanted = [report_to] if isinstance(report_to, str) else list(report_to or [])
+    available = set(get_available_reporting_integrations())
+    missing = [name for name in wanted if name not in ("none", "all") and name not in available]
+    if missing:
+        packages = " ".join(TRACKER_PACKAGES.get(name, name) for name in missing)
+        raise ValueError(f"report_to: {', '.join(missing)} is not installed: pip install {packages} (and log in), "
+                         "or pass --report_to none")
 
 
 def prepare_training(script_args, training_args, model_args):
@@ -411,7 +431,8 @@ def prepare_training(script_args, training_args, model_args):
         ``(trainer, dataset)``.
 
     Raises:
-        ValueError: no ``dataset_name`` or ``model_name_or_path``, a ``resume_from_checkpoint`` that is no complete checkpoint, or an
+        ValueError: no ``dataset_name`` or ``model_name_or_path``, a ``report_to`` tracker that is not installed
+            (`check_trackers`), a ``resume_from_checkpoint`` that is no complete checkpoint, or an
             ``output_dir`` holding another run (`check_output_dir`); see also
             `hir_trl.load_hir_dataset` (`DatasetFormatError`) and `HiRTrainer`.
         hir_trl.judge.MissingJudgeKeyError: the data has soft constraints and the judge's key variable is unset.
@@ -431,6 +452,7 @@ def prepare_training(script_args, training_args, model_args):
                          "--build_model tiny, the folder the tiny model is built in)")
     if Path(training_args.output_dir).is_file():
         check_output_dir(training_args.output_dir, None, False)  # a file: one line, before resume looks inside
+    check_trackers(training_args.report_to)
     # transformers takes a string as a path: "true" from the command line becomes the latest checkpoint's folder
     requested = training_args.resume_from_checkpoint
     if script_args.overwrite_output_dir and requested not in (None, False, "", "false", "False"):

@@ -384,6 +384,7 @@ class HiRTrainer(GRPOTrainer):
             NotImplementedError: a multimodal batch, or a batch key HiR cannot extend.
         """
         args = self.args
+        trl_adapter.start_completion_log(self)  # the completion log holds exactly this generation batch's rows
         if not self.hir_step:
             output = super()._generate_and_score_completions(inputs)
             self._log_judge_metrics()
@@ -433,6 +434,12 @@ class HiRTrainer(GRPOTrainer):
         self._log_judge_metrics()
         return output
 
+    def evaluation_loop(self, *args: Any, **kwargs: Any) -> Any:
+        """Override of `transformers.Trainer.evaluation_loop`: super's, with the evaluation batches' completions kept
+        out of the training steps' completion log (`hir_trl.trl_adapter.separate_completion_log`)."""
+        with trl_adapter.separate_completion_log(self):
+            return super().evaluation_loop(*args, **kwargs)
+
     def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None,
                           tags: str | list[str] | None = None):
         """Override of `GRPOTrainer.create_model_card`: TRL's card (tagged ``hir``, citing the paper) plus a
@@ -465,8 +472,8 @@ class HiRTrainer(GRPOTrainer):
         is freed, the DDP reducer destroys the gloo process group while holding the GIL and joins that thread. A
         thread still freeing the last all-gather then deadlocks the rank; at interpreter exit the rank aborts
         instead ("terminate called without an active exception"). The pause gives that thread the GIL first.
-        Measured with two CPU ranks on 2 cores (`benchmarks/gloo_teardown.py`): 10 of 36 runs hung without the
-        pause, none of 36 with it.
+        Measured with two CPU ranks on 2 cores (`benchmarks/gloo_teardown.py`; the counts are in
+        benchmarks/README.md).
         """
         gloo = (torch.distributed.is_available() and torch.distributed.is_initialized()
                 and torch.distributed.get_world_size() > 1 and torch.distributed.get_backend() == "gloo")

@@ -48,6 +48,38 @@ def resize_completion_log(trainer: Any, size: int) -> None:
     }
 
 
+def _empty_log() -> dict[str, Any]:
+    return {"images": deque(), "prompt": deque(), "completion": deque(), "rewards": defaultdict(deque),
+            "advantages": deque(), "extra": defaultdict(deque)}
+
+
+def start_completion_log(trainer: Any) -> None:
+    """Empty the completion log (``GRPOTrainer._logs``) before a generation batch, so that the file TRL writes at the
+    next log (``completions/completions_<step>.parquet``, in `GRPOTrainer.log`) holds exactly this batch's rows.
+
+    TRL keeps fixed-size buffers (one generation batch) and relies on every batch filling them; a HiR batch logs a
+    varying number of rows (padding rows are not logged), so rows of the previous batch would stay. The buffers keep
+    their size (`resize_completion_log`); the columns (``rewards``, ``extra``) are dropped and refilled."""
+    for name in ("images", *ROW_BUFFERS):
+        trainer._logs[name].clear()
+    for part in ("rewards", "extra"):
+        trainer._logs[part].clear()
+
+
+@contextmanager
+def separate_completion_log(trainer: Any) -> Iterator[None]:
+    """Within the block (an evaluation loop, `transformers.Trainer.evaluation_loop`), the completion log is a
+    separate one, dropped on exit: TRL would otherwise add the evaluation batches' rows to the training step's log and
+    rewrite that step's ``completions_<step>.parquet`` with them at the evaluation's log. Evaluation metrics
+    (``_metrics["eval"]``) are untouched."""
+    saved = trainer._logs
+    trainer._logs = _empty_log()
+    try:
+        yield
+    finally:
+        trainer._logs = saved
+
+
 @contextmanager
 def generation_group_size(trainer: Any, size: int) -> Iterator[None]:
     """Within the block, `GRPOTrainer._generate_and_score_completions` treats every ``size`` consecutive prompts as
@@ -74,8 +106,7 @@ def keep_logged_rows(trainer: Any) -> Iterator[list[bool]]:
     real log. A buffer of another length (e.g. ``images``, empty for text) joins whole; on an exception nothing
     joins."""
     saved = trainer._logs
-    trainer._logs = {"images": deque(), "prompt": deque(), "completion": deque(), "rewards": defaultdict(deque),
-                     "advantages": deque(), "extra": defaultdict(deque)}
+    trainer._logs = _empty_log()
     keep: list[bool] = []
     fresh = trainer._logs
     try:

@@ -227,6 +227,22 @@ def test_resume_from_an_incomplete_checkpoint_is_a_one_line_error(tmp_path, caps
     assert not (tmp_path / "model").exists()
 
 
+def test_a_tracker_that_is_not_installed_is_one_line_before_anything_loads(tmp_path, capsys):
+    """The paper recipes log to wandb: without it installed, `hir-trl train` stops at once with one line naming
+    the fix, before the data or the model load (transformers would raise from inside the trainer)."""
+    from transformers.integrations import get_available_reporting_integrations
+
+    if "wandb" in get_available_reporting_integrations():
+        pytest.skip("wandb is installed here")
+    argv = ["train", "--config", str(TINY_RECIPE), "--output_dir", str(tmp_path / "run"), "--model_name_or_path",
+            str(tmp_path / "model"), "--report_to", "wandb"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert "report_to: wandb is not installed: pip install wandb (and log in), or pass --report_to none" in err
+    assert not (tmp_path / "model").exists() and not (tmp_path / "run").exists()
+
+
 @pytest.mark.slow
 def test_twenty_steps_on_shared_hir16k_rows_keep_exactly_the_satisfied_constraints(tmp_path):
     data = shared_file("hir16k_format/muldimif_listing_type3.jsonl")

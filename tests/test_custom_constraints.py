@@ -233,10 +233,11 @@ def test_card_lists_every_hirconfig_field_and_the_departures_from_the_paper(tmp_
     for name in own:
         assert f"- `{name}`: `{getattr(args, name)}`" in card, name
     assert "1 x constraint reward (CLA, the fraction of constraints met" in card
-    # seven defaults depart from the paper, each on the card with the paper's value
+    # nine defaults depart from the paper, each on the card with the paper's value
     assert set(PAPER_VALUES) == {"reward_mode", "replay_advantage", "replay_truncated_completions",
-                                 "advantage_estimator", "beta", "replay_shortfall", "hindsight_relabel"}
-    assert "The 7 settings where hir-trl's defaults depart from the paper" in card
+                                 "advantage_estimator", "beta", "replay_shortfall", "hindsight_relabel",
+                                 "diversity_aggregation", "replay_min_satisfied"}
+    assert "The 9 settings where hir-trl's defaults depart from the paper" in card
     for name, paper in PAPER_VALUES.items():
         assert getattr(args, name) != paper, name
         assert f"| `{name}` | `{getattr(args, name)}` | `{paper}` | departs |" in card
@@ -247,6 +248,8 @@ def test_card_lists_every_hirconfig_field_and_the_departures_from_the_paper(tmp_
                            reward_mode="ila", replay_advantage="group", replay_truncated_completions=True,
                            advantage_estimator="reinforce_pp", beta=1e-4)
     assert hir_card_section(paper_args, None, []).count("| as the paper |") == 5
+    assert hir_card_section(HiRConfig(output_dir=str(tmp_path), bf16=False, use_cpu=True, per_device_train_batch_size=6,
+                                      **PAPER_VALUES), None, []).count("| as the paper |") == 9
     assert "1 x constraint reward (ILA, 1 when every constraint is met" in hir_card_section(paper_args, None, [])
 
 

@@ -247,7 +247,8 @@ def test_config_validation_and_paper_defaults(tmp_path):
 
 
 def test_evaluation_during_hir_training_keeps_the_completion_log_aligned(tmp_path, tiny_model_path, sample_dataset):
-    """Eval batches have no replays; the completion table (written at every log) must still have equal columns."""
+    """Eval batches have no replays; the completion table (written at every log, the evaluation's included) keeps
+    equal columns and only the training step's rows."""
     trainer = HiRTrainer(model=str(tiny_model_path),
                          args=make_args(tmp_path, max_steps=2, eval_strategy="steps", eval_steps=1,
                                         per_device_eval_batch_size=6, log_completions=True,
@@ -256,12 +257,13 @@ def test_evaluation_during_hir_training_keeps_the_completion_log_aligned(tmp_pat
     trainer.train()
     import pandas as pd
 
-    # the eval log of step 1 overwrites the training table of step 1: its newest rows are the eval rows (the
-    # first 2 rows of the sample), which must be labelled as such, not with stale training labels
+    # the eval log of step 1 rewrites the training table of step 1: it still holds that step's training rows only
+    # (its sampled rows, then its replays and supplementary samples), the evaluation rows kept out
     table = pd.read_parquet(tmp_path / "out" / "completions" / "completions_00001.parquet")
-    eval_rows = table.tail(2 * 6)
-    prompts = {sample_dataset[i]["row_id"]: sample_dataset[i]["prompt"][-1]["content"] for i in range(2)}
-    for _, row in eval_rows.iterrows():
-        assert row["row_id"] in prompts and row["prompt"][-1]["content"] == prompts[row["row_id"]]
-        assert not row["hindsight"] and not row["supplementary"]
+    step1 = next(h for h in trainer.state.log_history if h.get("step") == 1 and "hir/replayed_rows" in h)
+    sampled = table[~table["hindsight"] & ~table["supplementary"]]
+    assert len(sampled) == trainer.args.generation_batch_size
+    assert table["hindsight"].sum() == step1["hir/replayed_rows"]
+    assert table["supplementary"].sum() == step1["hir/supplementary_samples"]
+    assert table["row_id"].notna().all()
     assert any("eval_reward/ila" in h for h in trainer.state.log_history)

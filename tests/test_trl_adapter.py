@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import deque
 
 import pytest
+from trl import GRPOTrainer
 
 from hir_trl import HiRConfig, trl_adapter
 from hir_trl.step_log import LogRow
@@ -48,8 +49,9 @@ def test_completion_log_buffers_and_one_completion_per_prompt(tmp_path, tiny_mod
     metrics = {key: len(values) for key, values in trainer._metrics["train"].items()}
     assert logged == 6
     # TRL reads num_generations inside the call: one completion per prompt, and nothing kept in the records
+    # (TRL's own method, as `HiRTrainer._supplementary_samples` calls it: HiR's override starts a new log)
     with trl_adapter.one_completion_per_prompt(trainer), trl_adapter.discard_records(trainer, 2):
-        out = trainer._generate_and_score_completions(_batch(trainer, sample_dataset, 2))
+        out = GRPOTrainer._generate_and_score_completions(trainer, _batch(trainer, sample_dataset, 2))
     assert trainer.num_generations == 6
     assert out["completion_ids"].size(0) == 2
     assert len(trainer._logs["prompt"]) == logged and len(trainer._logs["advantages"]) == logged
@@ -62,3 +64,20 @@ def test_completion_log_buffers_and_one_completion_per_prompt(tmp_path, tiny_mod
     assert list(trainer._logs["extra"]["hindsight"]) == [False] * 6 + [True]
     assert len(trainer._logs["prompt"]) == 7
     assert trl_adapter.tokenize_prompts(trainer, [sample_dataset[0]["prompt"]])[0]
+
+
+def test_start_and_separate_completion_log(tmp_path, tiny_model_path, sample_dataset):
+    """`start_completion_log` empties TRL's buffers (keeping their size); `separate_completion_log` gives the block
+    its own log and puts the real one back, with what the block logged dropped."""
+    trainer = _trainer(tmp_path, tiny_model_path, sample_dataset)
+    trainer.model.train()
+    trainer._generate_and_score_completions(_batch(trainer, sample_dataset, 6))
+    assert len(trainer._logs["prompt"]) == 6 and trainer._logs["rewards"]
+    real = trainer._logs
+    with trl_adapter.separate_completion_log(trainer):
+        assert trainer._logs is not real
+        trainer._logs["prompt"].extend(["evaluation row"] * 6)
+    assert trainer._logs is real and len(real["prompt"]) == 6 and "evaluation row" not in real["prompt"]
+    trl_adapter.start_completion_log(trainer)
+    assert all(len(trainer._logs[name]) == 0 for name in trl_adapter.ROW_BUFFERS)
+    assert not trainer._logs["rewards"] and not trainer._logs["extra"] and trainer._logs["prompt"].maxlen == 6

@@ -308,6 +308,42 @@ def _hir_rows(path: str, split: str, name: str | None) -> list[EvalRow]:
     return rows
 
 
+#: The public Hub dataset behind each benchmark name ``--benchmark`` takes instead of a file (each holds one split,
+#: the benchmark). MulDimIF is released as a file only (its ``test.json``, github.com/Junjie-Ye/MulDimIF).
+PUBLIC_BENCHMARKS: dict[str, str] = {"ifeval": "google/IFEval", "ifbench": "allenai/IFBench_test"}
+
+
+def public_records(dataset: str | os.PathLike) -> list[dict[str, Any]]:
+    """The rows of a benchmark's dataset, read with `datasets.load_dataset` (a Hub id, cached by `datasets`; or a
+    local folder holding the same files): its one split.
+
+    The Arrow table gives every row's ``kwargs`` the union of all rows' keys, the missing ones None; those are
+    dropped again (as IFEval's own scorer drops them), so the rows hold what the released JSON Lines file holds.
+
+    Raises:
+        BenchmarkFormatError: the dataset cannot be read (offline with no cached copy, a wrong id), or holds more
+            than one split.
+    """
+    import datasets
+
+    try:
+        splits = datasets.load_dataset(str(dataset))
+    except Exception as exc:  # noqa: BLE001 - datasets raises many kinds; each is one line for the user
+        raise BenchmarkFormatError(f"cannot read the dataset {dataset}: {str(exc).splitlines()[0]}; without network "
+                                   "access pass the benchmark's file instead") from None
+    if len(splits) != 1:
+        raise BenchmarkFormatError(f"the dataset {dataset} holds the splits {sorted(splits)}, expected one: pass the "
+                                   "benchmark's file instead")
+    table = next(iter(splits.values()))
+    records = []
+    for record in table:
+        record = dict(record)
+        if isinstance(record.get("kwargs"), list):
+            record["kwargs"] = [{k: v for k, v in (kw or {}).items() if v is not None} for kw in record["kwargs"]]
+        records.append(record)
+    return records
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "benchmark"
 
@@ -318,14 +354,15 @@ def load_benchmark(source: str | os.PathLike, format: str = "auto", name: str | 
 
     Args:
         source: a local ``.json``/``.jsonl`` benchmark file; with ``format="hir"`` also a ``.parquet`` file,
-            a dataset directory or a Hub id.
+            a dataset directory or a Hub id; or ``"ifeval"`` / ``"ifbench"``: the public Hub dataset
+            (`PUBLIC_BENCHMARKS`, read by `public_records`) when no such local path exists.
         format: ``"auto"`` or one of `FORMATS`.
         name: the benchmark's display name; default: `DISPLAY_NAMES` for the format, else the file stem.
         limit: keep the first ``limit`` rows only.
         split: the split of a dataset directory or Hub id (``format="hir"`` only).
 
     Raises:
-        FileNotFoundError: a local path that does not exist.
+        FileNotFoundError: a local path that does not exist, or ``"muldimif"`` (released as a file only).
         BenchmarkFormatError: an undetectable format, a malformed row (named by index and field), or a directory
             without ``format="hir"``.
         hir_trl.DatasetFormatError: a malformed HIR/native row (including an unknown instruction id).
@@ -336,6 +373,14 @@ def load_benchmark(source: str | os.PathLike, format: str = "auto", name: str | 
         raise ValueError(f"limit must be >= 1, got {limit}")
     path = Path(source)
     local = path.exists()
+    if not local and str(source) in (*PUBLIC_BENCHMARKS, "muldimif"):
+        if str(source) == "muldimif":
+            raise FileNotFoundError("muldimif: MulDimIF has no Hub dataset; pass the path of its test.json "
+                                    "(github.com/Junjie-Ye/MulDimIF, see docs/evaluation.md)")
+        dataset = PUBLIC_BENCHMARKS[str(source)]
+        records = public_records(dataset)[:limit]
+        rows = _ifeval_rows(records, dataset, str(source))
+        return Benchmark(name or DISPLAY_NAMES.get(str(source), str(source)), str(source), dataset, rows)
     if path.is_dir() and format != "hir":
         inside = sorted(p.name for p in path.iterdir() if p.suffix in (".json", ".jsonl"))[:3]
         raise BenchmarkFormatError(f"{path} is a directory; give the benchmark file itself"

@@ -33,6 +33,8 @@ from .scoring import ResponseSet, check_known, check_responses_fit, read_respons
 def _add_benchmark_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--benchmark", "-b", nargs="+", required=True, metavar="[NAME=]PATH",
                         help="benchmark files: IFEval/IFBench .jsonl, MulDimIF test.json, or HIR-16K/native data; "
+                             "or 'ifeval' / 'ifbench': the public Hub dataset (google/IFEval, allenai/IFBench_test, "
+                             "cached by datasets); "
                              "NAME=PATH names one (default: IFEval, IFBench, MulDimIF, else the file stem)")
     parser.add_argument("--format", default="auto", choices=("auto", *FORMATS),
                         help="benchmark format of every --benchmark (default: detected from the rows)")
