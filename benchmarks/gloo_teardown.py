@@ -31,10 +31,10 @@ SAMPLE_DATA = REPO_ROOT / "recipes" / "tiny" / "data" / "muldimif_listing_sample
 
 def worker(model: str, arm: str) -> None:
     """One rank of one job (run under torchrun)."""
-    import hir_trl.trainer
+    import hir_trl.workarounds
 
     if arm == "none":
-        hir_trl.trainer.GLOO_TEARDOWN_PAUSE_SECONDS = 0
+        hir_trl.workarounds.GLOO_TEARDOWN_PAUSE_SECONDS = 0
     output_dir = tempfile.mkdtemp()
     train_and_end(model, output_dir)  # the trainer is freed when this returns, as a user's main() returns
     shutil.rmtree(output_dir)

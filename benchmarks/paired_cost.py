@@ -3,7 +3,7 @@
 The two runs start together, as two processes with ``--threads`` torch threads each, so that they share the
 machine's load step for step. Both come from the same ``hir-trl train`` recipe (``--recipe``):
 
-- ``hir``: the recipe as it is (plus ``--hir KEY=VALUE`` overrides, e.g. ``supplementary_provision=full``);
+- ``hir``: the recipe as it is (plus ``--hir KEY=VALUE`` overrides, e.g. ``replay_shortfall=resample``);
 - ``grpo``: the same recipe with replay off and the same trained rows per group: ``num_generations = m + k``,
   ``num_replays = 0``, the same groups per generation batch (``per_device_train_batch_size`` scaled by
   (m + k) / m), the recipe's ``reward_mode`` (``cla``: RL-CR; ``ila``: RL-IR), plus ``--grpo KEY=VALUE``
@@ -19,7 +19,7 @@ Usage (from the repository root; the model of the recipe must exist, e.g. after 
 
     python -m benchmarks.paired_cost --recipe recipes/SmolLM2-135M-Instruct/hir/config_cpu.yaml --steps 4 \\
         --out benchmarks/results-smollm2-cpu/paired --summary benchmarks/results-smollm2-cpu/summary.json
-    python -m benchmarks.paired_cost --recipe ... --hir supplementary_provision=full --label provision-full
+    python -m benchmarks.paired_cost --recipe ... --hir replay_shortfall=resample --label resample
 
 ``--summary`` writes the paired means into that file's ``targets`` (``step_time_paired``,
 ``generation_seconds_paired``, ``tokens_paired``, ``peak_rss_mb``), under ``paired_variants.<label>`` for a
@@ -81,7 +81,7 @@ def worker(args: argparse.Namespace) -> None:
         if rows % spg:
             raise SystemExit(f"paired_cost: {rows} GRPO rows per generation batch do not split into "
                              f"steps_per_generation={spg} micro-batches")
-        extra = ["--num_generations", str(m + k), "--num_replays", "0", "--supplementary_provision", "none",
+        extra = ["--num_generations", str(m + k), "--num_replays", "0",
                  "--per_device_train_batch_size", str(rows // spg), *extra]
     script_args, training_args, model_args = parse_train_args(base + extra)
     start = time.perf_counter()
@@ -96,11 +96,10 @@ def worker(args: argparse.Namespace) -> None:
         steps.append({**record, "hir_seconds": log.get("hir/seconds_total", 0.0),
                       "supplementary_seconds": log.get("hir/seconds_supplementary", 0.0),
                       "hir_generate_calls": log.get("hir/generate_calls"),
-                      "provisioned_samples": log.get("hir/provisioned_samples"),
                       "supplementary_samples": log.get("hir/supplementary_samples")})
     config = {key: getattr(training_args, key) for key in (
         "num_generations", "num_replays", "per_device_train_batch_size", "steps_per_generation",
-        "gradient_accumulation_steps", "reward_mode", "replay_shortfall", "supplementary_provision",
+        "gradient_accumulation_steps", "reward_mode", "replay_shortfall",
         "gradient_checkpointing", "max_completion_length", "seed")}
     Path(args.result).write_text(json.dumps({
         "method": args.method, "config": config, "overrides": args.override, "threads": args.threads,

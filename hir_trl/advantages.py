@@ -123,7 +123,8 @@ def _whiten(returns: torch.Tensor, mask: torch.Tensor, gather: Callable[[torch.T
     stats = torch.stack([(returns * mask).sum(), (returns.pow(2) * mask).sum(), mask.sum()]).double()
     total, total_sq, count = gather(stats.unsqueeze(0)).sum(0).tolist()
     mean = total / max(count, 1.0)
-    var = (total_sq - count * mean * mean) / max(count - 1.0, 1.0)
+    # E[x^2] - mean^2 in floats can fall just below 0 when every return is equal: clamp, never a complex std
+    var = max((total_sq - count * mean * mean) / max(count - 1.0, 1.0), 0.0)
     return ((returns - mean) * (var + 1e-8) ** -0.5) * mask
 
 

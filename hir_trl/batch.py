@@ -75,57 +75,6 @@ def plan_new_rows(picked: Sequence[Sequence[ReplayChoice]], supplementary: Seque
     return rows
 
 
-def provisioned_inputs(inputs: Sequence[dict[str, Any]], group_size: int, extra: int) -> list[dict[str, Any]]:
-    """The rows of a first generation call that also draws ``extra`` samples per group
-    (``HiRConfig.supplementary_provision``): each group's ``group_size`` rows, then ``extra`` copies of its first
-    row, so that the call holds whole groups of ``group_size + extra`` identical prompts (as TRL's vLLM path
-    expects)."""
-    out: list[dict[str, Any]] = []
-    for g in range(len(inputs) // group_size):
-        rows = inputs[g * group_size:(g + 1) * group_size]
-        out += [*rows, *(dict(rows[0]) for _ in range(extra))]
-    return out
-
-
-def provisioned_split(groups: int, group_size: int, extra: int) -> tuple[list[int], list[int]]:
-    """``(sampled, provisioned)`` row indices in a call laid out by `provisioned_inputs`: the m sampled rows of
-    every group, in order, and the ``extra`` provisioned rows of every group, group 0's first."""
-    width = group_size + extra
-    sampled = [g * width + j for g in range(groups) for j in range(group_size)]
-    provisioned = [g * width + group_size + j for g in range(groups) for j in range(extra)]
-    return sampled, provisioned
-
-
-def take_rows(batch: dict[str, Any], index: Sequence[int], num_rows: int) -> dict[str, Any]:
-    """The rows ``index`` (in that order) of every per-row value of ``batch``: tensors whose first dimension is
-    ``num_rows``, and lists of that length; other values (``num_items_in_batch``, ...) are left out."""
-    out: dict[str, Any] = {}
-    for key, value in batch.items():
-        if isinstance(value, torch.Tensor) and value.dim() > 0 and value.size(0) == num_rows:
-            out[key] = value[torch.tensor(list(index), dtype=torch.long, device=value.device)]
-        elif isinstance(value, list) and len(value) == num_rows:
-            out[key] = [value[i] for i in index]
-    return out
-
-
-def join_rows(parts: Sequence[dict[str, Any]], *, pad_token_id: int) -> dict[str, Any]:
-    """Rows of several batches one after the other, for the per-row keys all ``parts`` hold: tensors (prompts
-    left-padded, token-level keys right-padded to the widest) and lists."""
-    keys = [key for key in parts[0] if all(key in part for part in parts[1:])]
-    out: dict[str, Any] = {}
-    for key in keys:
-        values = [part[key] for part in parts]
-        if isinstance(values[0], list):
-            out[key] = [item for value in values for item in value]
-        elif key in ("prompt_ids", "prompt_mask"):
-            width = max(v.size(1) for v in values)
-            fill = pad_token_id if key == "prompt_ids" else 0
-            out[key] = torch.cat([torch.nn.functional.pad(v, (width - v.size(1), 0), value=fill) for v in values])
-        else:
-            out[key] = cat_rows(values, pad_token_id if key == "completion_ids" else PAD_VALUES.get(key, 0))
-    return out
-
-
 def group_members(new_rows: Sequence[NewRow], num_sampled: int, group_size: int,
                   replays_in_group: bool) -> list[list[int]]:
     """Row indices of each group's advantage estimate: its m samples, its supplementary samples, its pads and, when
@@ -179,7 +128,8 @@ def extend_batch(output: dict[str, Any], new_rows: Sequence[NewRow], supplement:
     Args:
         output: super's `_generate_and_score_completions` output (B rows).
         new_rows: the new rows (`plan_new_rows`).
-        supplement: the supplementary samples' per-row tensors (keys of `ROW_KEYS`), or None.
+        supplement: the supplementary samples' per-row tensors (keys of `ROW_KEYS`,
+            `hir_trl.step_state.SupplementarySamples.tensors`), or None.
         q_prime_ids: the token ids of each replay's q', in the order of the replays in ``rows``.
         pad_token_id: the tokenizer's pad token (prompts are left-padded, completions right-padded with it).
         pad_to_multiple_of: TRL's ``pad_to_multiple_of`` for the prompt width.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import textwrap
 from typing import Any
 
@@ -104,3 +105,21 @@ def hir_card_section(args: Any, dataset_name: str | None, log_history: list[dict
         lines += [f"| `{key}` | {value:.4g} |" for key, value in sorted(latest.items())
                   if isinstance(value, (int, float))]
     return "\n".join(lines) + "\n"
+
+
+def card_dataset_name(dataset_name: str | None) -> str | None:
+    """The dataset name TRL's card links to the Hub: None for a local path (named by `local_card` instead)."""
+    local = dataset_name is not None and os.path.exists(os.path.expanduser(str(dataset_name)))
+    return None if local else dataset_name
+
+
+def add_hir_section(readme: str, *, base_model: str, model_path: str, args: Any, dataset_name: str | None,
+                    log_history: list[dict[str, Any]], reward_func_names: list[str]) -> None:
+    """Rewrite TRL's model card at ``readme`` (when it exists): local paths instead of Hub links (`local_card`),
+    then the "HiR training" section (`hir_card_section`)."""
+    if not os.path.isfile(readme):
+        return
+    with open(readme, encoding="utf-8") as handle:
+        text = local_card(handle.read(), base_model=base_model, model_path=model_path)
+    with open(readme, "w", encoding="utf-8") as handle:
+        handle.write(text + "\n" + hir_card_section(args, dataset_name, log_history, reward_func_names))

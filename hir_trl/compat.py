@@ -64,10 +64,8 @@ def _choices(option: str, allowed: tuple[str, ...]) -> Refusal:
 
 
 def _pads(config: Any) -> bool:
-    """Whether a generation batch can hold padding rows (``replay_shortfall="pad"``, some replays, and not
-    ``supplementary_provision="full"``, which always provides the k samples a short group needs)."""
-    return (config.num_replays > 0 and config.replay_shortfall == "pad"
-            and getattr(config, "supplementary_provision", "none") != "full")
+    """Whether a generation batch can hold padding rows (``replay_shortfall="pad"`` with some replays)."""
+    return config.num_replays > 0 and config.replay_shortfall == "pad"
 
 
 #: Every refusal `HiRConfig` applies, in the order they are checked.

@@ -19,7 +19,7 @@ from .advantages import ESTIMATORS, REPLAY_ADVANTAGES, TRL_ESTIMATOR
 from .compat import check_config
 from .judge.config import extra_kwargs_problem, judge_settings_problem
 from .loss_weighting import LOSS_WEIGHTINGS
-from .replay import PROVISIONS, SCOPES, SELECTIONS
+from .replay import SCOPES, SELECTIONS
 
 logger = logging.getLogger(__name__)
 
@@ -115,19 +115,8 @@ class HiRConfig(GRPOConfig):
         replay_shortfall (`str`, defaults to `"pad"`):
             For a group with z < k candidates: ``"pad"`` (default): k - z empty padding rows (no loss token, so
             they change no other row's loss; the losses that divide by the row count are refused with it,
-            `hir_trl.compat`), one generation call per step (departure 6 above); ``"resample"``: k - z supplementary samples under q, drawn in a second
-            generation call unless ``supplementary_provision`` drew them in the first (paper §3.2).
-        supplementary_provision (`str`, defaults to `"none"`):
-            When the supplementary samples are drawn. ``"none"`` (the paper's order): in a second generation call
-            after the selection, for the groups short of candidates. ``"predicted"``: the first call also draws e
-            extra samples per group, e predicted from recent steps (`hir_trl.replay.provision_count`); a group takes
-            the ones it needs, the rest are dropped, and only a group short of more than e falls back to
-            ``replay_shortfall``. ``"full"``: e = k, never a second call. The samples have the paper's
-            distribution either way (the same policy, under q); the dropped ones cost tokens, a second call costs a
-            decoding round.
-        supplementary_provision_coverage (`float`, defaults to `0.9`):
-            ``"predicted"``: e covers at least this fraction of the groups' shortfalls over the last
-            8 generation batches (all ranks, `hir_trl.replay.PROVISION_WINDOW`).
+            `hir_trl.compat`), one generation call per step (departure 6 above); ``"resample"``: k - z
+            supplementary samples under q, drawn in a second generation call (paper §3.2).
         hindsight_relabel (`str`, defaults to `"achieved"`):
             What q' does with a failed constraint. ``"drop"`` (paper §3.2, Algorithm 1 lines 7-11): q' keeps only
             the satisfied constraints. ``"achieved"`` (default, departure 7 above): a failed constraint on a count (words, sentences, bullets,
@@ -258,23 +247,9 @@ class HiRConfig(GRPOConfig):
         default="pad",
         metadata={"help": "When a group has z < k replay candidates: 'pad' (default) adds k - z empty padding rows "
                   "(no loss token, so they change no other row's loss; refused with the loss types that divide by the "
-                  "row count: grpo, sapo, luspo, dr_grpo), so a step needs one generation call; 'resample' generates k - z supplementary samples under q "
-                  "(paper §3.2), in a second generation call unless supplementary_provision drew them.",
+                  "row count: grpo, sapo, luspo, dr_grpo), so a step needs one generation call; 'resample' generates "
+                  "k - z supplementary samples under q (paper §3.2), in a second generation call.",
                   "choices": ["resample", "pad"]},
-    )
-    supplementary_provision: str = field(
-        default="none",
-        metadata={"help": "When supplementary samples are drawn: 'none' = in a second generation call after the "
-                  "selection (paper order); 'predicted' = the first call also draws e extra samples per group, e "
-                  "predicted from recent steps' shortfalls, a group takes what it needs and the rest are dropped "
-                  "(a group short of more than e falls back to replay_shortfall); 'full' = e = num_replays, never a "
-                  "second call. The samples are ordinary samples under q in every case.",
-                  "choices": list(PROVISIONS)},
-    )
-    supplementary_provision_coverage: float = field(
-        default=0.9,
-        metadata={"help": "With supplementary_provision 'predicted': e is the smallest count that covers this "
-                  "fraction of the per-group shortfalls of the last 8 generation batches (all ranks), in (0, 1]."},
     )
     hindsight_relabel: str = field(
         default="achieved",
@@ -481,12 +456,6 @@ class HiRConfig(GRPOConfig):
         problem = choice_problem(self, HiRConfig)
         if problem is not None:
             raise ValueError(problem)
-        if not 0 < self.supplementary_provision_coverage <= 1:
-            raise ValueError("supplementary_provision_coverage must be in (0, 1], got "
-                             f"{self.supplementary_provision_coverage}")
-        if self.supplementary_provision != "none" and self.num_replays == 0:
-            raise ValueError(f"supplementary_provision={self.supplementary_provision!r} draws supplementary samples "
-                             "for replays, but num_replays is 0: set supplementary_provision: none")
         if self.replay_loss_weighting == "paper" and (self.loss_type != "dapo" or self.num_replays == 0):
             raise ValueError(f"replay_loss_weighting: paper needs loss_type: dapo and num_replays >= 1 (it rescales "
                              f"TRL's dapo token sum per row; got loss_type: {self.loss_type}, num_replays: "

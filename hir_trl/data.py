@@ -598,3 +598,40 @@ def drop_soft_constraints(dataset: Any) -> Any:
         logger.warning(f"soft_constraints='skip': {counts[0]} soft constraint(s) in {counts[1]} row(s) are not judged "
                        f"nor rewarded; {removed} row(s) left with no hard constraint are not trained on")
     return result
+
+
+def check_prompt_lengths(dataset: Any, name: str, tokenize: Any, limits: list[tuple[int, str]],
+                         batch_size: int = 256) -> None:
+    """Refuse a row whose prompt cannot be sampled from: longer than the smallest of ``limits``.
+
+    Args:
+        dataset: a `datasets.Dataset` with ``prompt`` and ``row_id`` columns (anything else, a streaming dataset for
+            instance, is not checked).
+        name: the dataset's name in the message (``train_dataset``, ``eval_dataset['x']``).
+        tokenize: ``tokenize(prompts) -> list[list[int]]``, the prompts' token ids as TRL tokenizes them for
+            generation (chat template applied, `hir_trl.trl_adapter.tokenize_prompts`).
+        limits: ``(tokens, why)`` pairs, e.g. ``max_prompt_length`` and the model's context less
+            ``max_completion_length``; none: nothing to check.
+
+    Raises:
+        DatasetFormatError: naming the row (index and ``row_id``), its token count and the limit.
+    """
+    from datasets import Dataset
+
+    if not isinstance(dataset, Dataset) or len(dataset) == 0 or not limits:
+        return
+    limit, why = min(limits)
+    # the tokenizer warns of each sequence longer than its model_max_length: this check reports them itself
+    quiet = logging.getLogger("transformers.tokenization_utils_base")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        lengths = [len(ids) for start in range(0, len(dataset), batch_size)
+                   for ids in tokenize(dataset[start:start + batch_size]["prompt"])]
+    finally:
+        quiet.setLevel(level)
+    for index, length in enumerate(lengths):
+        if length > limit:
+            raise DatasetFormatError(index, "prompt", f"the prompt is {length:,} tokens (chat template applied), "
+                                     f"more than {max(limit, 0):,}: {why}; shorten or remove the row, or raise "
+                                     f"the limit", f"{name} row {index} (row_id {dataset[index]['row_id']!r})")

@@ -16,8 +16,6 @@ Read next to the paper's Algorithm 1 (``Select-Rewrite(G, k)``) and Algorithm 2 
 - `select_rewrite`:      the whole of Algorithm 1, Select-Rewrite(G, k): the one path the trainer calls.
 - `allocate_shortfall`:  how many supplementary samples each group needs when it has fewer than k replays
                          (paper §3.2: "we additionally generate k - z supplementary samples").
-- `provision_count`:     how many extra samples per group the first generation call draws so that those
-                         supplementary samples rarely need a second call (``HiRConfig.supplementary_provision``).
 """
 
 from __future__ import annotations
@@ -411,49 +409,8 @@ def allocate_shortfall(replays_per_group: Sequence[int], k: int) -> list[int]:
     return out
 
 
-#: ``HiRConfig.supplementary_provision`` choices.
-PROVISIONS = ("none", "predicted", "full")
-#: Generation batches whose per-group shortfalls ``supplementary_provision="predicted"`` looks back on.
-PROVISION_WINDOW = 8
-
-
-def provision_count(history: Sequence[int], k: int, policy: str = "predicted", coverage: float = 0.9) -> int:
-    """Extra samples per group that the first generation call draws beside the m samples (0 to k).
-
-    The supplementary samples of paper §3.2 are ordinary samples under q from the same policy, so drawing them in
-    the first call, before the shortfall is known, changes nothing in their distribution; a group then takes the
-    ones it needs and the rest are dropped. The count trades the tokens of dropped samples against the latency of a
-    second decoding round.
-
-    Args:
-        history: per-group shortfalls (k - z, in [0, k]) of recent generation batches, all ranks.
-        k: replays per group.
-        policy: ``"none"``: 0 (supplementary samples come from a second call, the paper's order);
-            ``"full"``: k (never a second call); ``"predicted"``: the smallest e such that at least ``coverage``
-            of the shortfalls in ``history`` are <= e, and k while ``history`` is empty.
-        coverage: in (0, 1].
-
-    Returns:
-        The count, the same on every rank when ``history`` is.
-
-    Raises:
-        ValueError: an unknown ``policy``, ``coverage`` outside (0, 1] or ``k < 0``.
-    """
-    if policy not in PROVISIONS:
-        raise ValueError(f"unknown supplementary provision {policy!r}; expected one of {PROVISIONS}")
-    if not 0 < coverage <= 1:
-        raise ValueError(f"coverage must be in (0, 1], got {coverage}")
-    if k < 0:
-        raise ValueError(f"k must be >= 0, got {k}")
-    if policy == "none" or k == 0:
-        return 0
-    if policy == "full" or not history:
-        return k
-    need = math.ceil(coverage * len(history) - 1e-9)
-    for e in range(k + 1):
-        if sum(1 for f in history if f <= e) >= need:
-            return e
-    return k
+#: The file beside each checkpoint holding the replay RNG's state (`save_checkpoint_state`).
+HIR_STATE_FILE = "hir_state.json"
 
 
 def save_replay_rng(path: str, rng: random.Random) -> None:
@@ -472,3 +429,27 @@ def load_replay_rng(path: str, rng: random.Random) -> bool:
         version, internal, gauss = json.load(handle)["replay_rng"]
     rng.setstate((version, tuple(internal), gauss))
     return True
+
+
+def save_checkpoint_state(folder: str, rng: random.Random, model_card: str) -> None:
+    """Beside a checkpoint in ``folder``: ``hir_state.json`` (the replay RNG, `save_replay_rng`) and a copy of the
+    model card at ``model_card`` when it exists (TRL writes the card to ``output_dir`` only). Nothing when
+    ``folder`` is not a directory."""
+    import shutil
+
+    if os.path.isdir(folder):
+        save_replay_rng(os.path.join(folder, HIR_STATE_FILE), rng)
+        if os.path.isfile(model_card):
+            shutil.copyfile(model_card, os.path.join(folder, "README.md"))
+
+
+def restore_checkpoint_state(checkpoint: str | None, rng: random.Random, seed: int) -> None:
+    """On resume from ``checkpoint``, restore the replay RNG from its ``hir_state.json``; a checkpoint without one
+    (saved by another trainer, or copied without it) resumes with a warning: the replay RNG
+    (``replay_selection="random"`` only) restarts from ``seed``."""
+    if checkpoint is not None and not load_replay_rng(os.path.join(checkpoint, HIR_STATE_FILE), rng):
+        import logging
+
+        logging.getLogger(__name__).warning(
+            "%s has no %s: resuming, but the replay RNG (used by replay_selection='random') restarts from seed=%d; "
+            "lambda, the model, the optimizer and the step counter resume exactly", checkpoint, HIR_STATE_FILE, seed)

@@ -93,9 +93,8 @@ class ConstraintReward:
     where ``constraints`` is the dataset column of normalized constraints (see `hir_trl.data`). When TRL passes its
     ``log_extra`` hook, every row's per-constraint verdicts (rule and judge, with any error) go to the completion log's
     ``verdicts`` column (`VerdictMatrix.log_entries`); with its ``log_metric`` hook it logs ``reward/ila`` and
-    ``reward/cla`` (the mean over the batch's rows of every rank, leaving out the rows whose ``provisioned`` column is
-    true: samples `HiRTrainer` drew ahead for a later use, ``supplementary_provision``) and ``verify/errors`` (failed
-    checks, rule or judge, summed over ranks).
+    ``reward/cla`` (the mean over the batch's rows of every rank) and ``verify/errors`` (failed checks, rule or judge,
+    summed over ranks).
 
     Args:
         judge: called once per batch with the (instruction, response, constraint) triples of all soft
@@ -172,7 +171,7 @@ class ConstraintReward:
         return VerdictMatrix([list(row) for row in rows])  # every soft cell was filled by judge_batch
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], constraints=None,
-                 provisioned: Sequence[bool] | None = None, **kwargs: Any) -> list[float]:
+                 **kwargs: Any) -> list[float]:
         if constraints is None:
             raise ValueError("the dataset has no 'constraints' column; load it with hir_trl.load_hir_dataset")
         matrix = self.verify(prompts, completions, constraints)
@@ -182,7 +181,7 @@ class ConstraintReward:
             log_extra("verdicts", matrix.log_entries(constraints))
         log_metric = kwargs.get("log_metric")  # TRL's hook for scalar metrics (averaged over calls and ranks)
         if callable(log_metric):
-            log_verdict_metrics(matrix, log_metric, provisioned)
+            log_verdict_metrics(matrix, log_metric)
         return matrix.rewards(self.reward_mode or "ila")
 
 
@@ -192,24 +191,20 @@ def _num_processes() -> int:
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
-def log_verdict_metrics(matrix: VerdictMatrix, log_metric: Callable[[str, float], None],
-                        provisioned: Sequence[bool] | None = None) -> None:
+def log_verdict_metrics(matrix: VerdictMatrix, log_metric: Callable[[str, float], None]) -> None:
     """Log ``reward/ila``, ``reward/cla`` and ``verify/errors`` of one batch through TRL's ``log_metric`` hook.
 
     TRL averages each metric over the values logged on every rank, so ILA and CLA are logged once per row (their
-    average is the mean over all ranks' rows, provisioned rows left out), and the error count once, times the number
+    average is the mean over all ranks' rows), and the error count once, times the number
     of ranks (its average is the sum over ranks).
 
     Args:
         matrix: the batch's verdicts (B rows).
         log_metric: ``log_metric(name, value)``, TRL's hook (`GRPOTrainer._log_metric`).
-        provisioned: (B,) True for a row to leave out of ILA and CLA, or None (every row counts).
     """
-    kept = [True] * len(matrix) if provisioned is None else [not flag for flag in provisioned]
-    for ila, cla, keep in zip(matrix.ila(), matrix.cla(), kept, strict=True):
-        if keep:
-            log_metric("reward/ila", ila)
-            log_metric("reward/cla", cla)
+    for ila, cla in zip(matrix.ila(), matrix.cla(), strict=True):
+        log_metric("reward/ila", ila)
+        log_metric("reward/cla", cla)
     log_metric("verify/errors", matrix.num_errors() * _num_processes())
 
 
@@ -360,28 +355,22 @@ def _is_module(function: Any) -> bool:
     return isinstance(function, torch.nn.Module)
 
 
-def _ignore(*args: Any, **kwargs: Any) -> None:
-    """The ``log_extra`` / ``log_metric`` a replay's reward functions get: the completion log has no column for them."""
-
-
 def extra_rewards(functions: Sequence[Callable[..., Any]], prompts: Sequence[Any], completions: Sequence[Any],
-                  completion_ids: Sequence[Sequence[int]], rows: Sequence[Mapping[str, Any]],
-                  trainer_state: Any = None) -> list[list[float]]:
+                  completion_ids: Sequence[Sequence[int]], reward_kwargs: Mapping[str, Any]) -> list[list[float]]:
     """TRL-style reward functions on new rows (a replay's (q', y)), called as TRL calls them.
 
     Each function is called once with every row: ``fn(prompts=..., completions=..., completion_ids=...,
-    trainer_state=..., log_extra=..., log_metric=..., **columns)``, where ``columns`` are the rows' dataset
-    columns (for a replay: its source row's, with ``constraints`` the kept ones) and ``log_extra`` / ``log_metric``
-    do nothing. ``None`` becomes NaN (no reward from that function), as in TRL; an ``async def`` function is run to
-    completion.
+    **reward_kwargs)``, where ``reward_kwargs`` are the keyword arguments `GRPOTrainer._calculate_rewards` passes
+    (built by `hir_trl.trl_adapter.replay_reward_kwargs`: the rows' dataset columns, ``trainer_state``,
+    ``log_extra`` / ``log_metric`` and, when TRL has them, ``environments``). ``None`` becomes NaN (no reward from
+    that function), as in TRL; an ``async def`` function is run to completion.
 
     Args:
         functions: the extra reward functions (the `ConstraintReward` excluded).
         prompts: (N,) the rows' prompts (q'), in the dataset's format (chat messages or text).
         completions: (N,) the completions (y), as TRL passes them.
         completion_ids: (N,) token ids of each completion, without padding.
-        rows: (N,) the rows' dataset columns.
-        trainer_state: passed as ``trainer_state``.
+        reward_kwargs: the other keyword arguments, one value per row for the columns.
 
     Returns:
         (N, len(functions)) rewards, NaN where a function returned None; ``[]`` for no rows.
@@ -391,13 +380,10 @@ def extra_rewards(functions: Sequence[Callable[..., Any]], prompts: Sequence[Any
     """
     if not prompts:
         return []
-    keys = [key for key in rows[0] if key not in ("prompt", "completion", "completion_ids")]
-    columns = {key: [row[key] for row in rows] for key in keys}
-    columns.update(trainer_state=trainer_state, log_extra=_ignore, log_metric=_ignore)
     table = [[float("nan")] * len(functions) for _ in prompts]
     for i, function in enumerate(functions):
         output = function(prompts=list(prompts), completions=list(completions), completion_ids=list(completion_ids),
-                          **columns)
+                          **reward_kwargs)
         if inspect.isawaitable(output):
             output = asyncio.run(_awaited(output))
         output = list(output)
@@ -427,3 +413,52 @@ def weighted_rewards(per_func: Sequence[Sequence[float]], weights: Sequence[floa
         terms = [w * r for w, r in zip(weights, row, strict=True) if not math.isnan(r)]
         out.append(math.fsum(terms) if terms else float("nan"))
     return out
+
+
+def replay_row_rewards(capture: Any, supplement: Any, new_rows: Sequence[Any], inputs: Sequence[Mapping[str, Any]],
+                       output: Mapping[str, Any], *, weights: Sequence[float], reward_mode: str, judge: Any = None,
+                       extra_rewards: Callable[..., list[list[float]]] | None = None) -> list[float]:
+    """(B + len(new_rows),) reward of every row of the extended batch (Algorithm 2, lines 9 and 16), each TRL's
+    weighted sum over the reward functions (`weighted_rewards`, ``reward_weights``).
+
+    The sampled rows' and supplementary samples' come from TRL's own reward call: their constraint reward from the
+    verdicts (exact), the other functions' from TRL (float32). A replay's constraint reward is 1 (it meets every
+    constraint q' keeps) or, with a ``judge`` (``rejudge_replays``), its re-judged reward (`rejudge_replays`);
+    its extra rewards are computed on its own (q', y) with its kept constraints; a pad's reward is NaN.
+
+    Args:
+        capture: the `hir_trl.step_state.HiRCapture` of TRL's call (``verdicts``, ``rewards_per_func``,
+            ``completions`` of the B sampled rows).
+        supplement: the step's `hir_trl.step_state.SupplementarySamples`, or None.
+        new_rows: the new rows (`hir_trl.batch.NewRow`).
+        inputs: the B sampled rows' dataset rows.
+        output: TRL's batch (``completion_ids`` / ``completion_mask`` (B, T), for the replays' completion ids).
+        weights: (F,) ``reward_weights``; ``reward_mode``: ``"ila"`` or ``"cla"``.
+        judge: the judge to re-judge the replays' soft constraints with, or None (no re-judging).
+        extra_rewards: ``extra_rewards(prompts, completions, completion_ids, rows) -> (R, F - 1)`` for the R replays
+            (`hir_trl.trl_adapter.TRLPasses.extra_rewards`), or None when there are no extra functions.
+    """
+    from .batch import row_rewards
+    from .replay import hindsight_constraints
+
+    def per_func(verdicts, rewards_per_func):  # the constraint reward from the verdicts, the others from TRL's call
+        return [[reward, *others[1:]] for reward, others in zip(verdicts.rewards(reward_mode), rewards_per_func,
+                                                                 strict=True)]
+
+    sampled = weighted_rewards(per_func(capture.verdicts, capture.rewards_per_func), weights)
+    supplementary = (weighted_rewards(per_func(supplement.verdicts, supplement.rewards_per_func), weights)
+                     if supplement is not None else [])
+    replays = [(offset, row) for offset, row in enumerate(new_rows) if row.kind == "replay"]
+    constraint = {offset: 1.0 for offset, _ in replays}
+    if judge is not None:
+        constraint.update(rejudge_replays(judge, reward_mode, inputs, capture.completions, new_rows))
+    extras = extra_rewards(
+        [row.q_prime for _, row in replays], [capture.completions[row.source] for _, row in replays],
+        [output["completion_ids"][row.source][output["completion_mask"][row.source].bool()].tolist()
+         for _, row in replays],
+        [{**inputs[row.source], "prompt": row.q_prime,
+          "constraints": hindsight_constraints(inputs[row.source]["constraints"], row.choice)}
+         for _, row in replays]) if extra_rewards is not None and replays else [[] for _ in replays]
+    replay_rewards = weighted_rewards([[constraint[offset], *extra] for (offset, _), extra in zip(replays, extras)],
+                                      weights)
+    return row_rewards(sampled, new_rows, supplementary, dict(zip(constraint, replay_rewards)))

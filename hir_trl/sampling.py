@@ -29,6 +29,7 @@ installs a ``custom_generate`` on an instance.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -275,3 +276,26 @@ def completion_ended(completion_ids: torch.Tensor, completion_mask: torch.Tensor
 
 __all__ = ["SamplingRecorder", "completion_ended", "diversity_scores", "entropies_and_old_logps", "record_sampling",
            "recorded_tensor", "sampling_logps", "sampling_changes_policy"]
+
+
+def record_while_sampling(generate: Callable[..., Any], capture: Any, model: Any, temperature: float, timer: Any,
+                          *args: Any) -> Any:
+    """``generate(*args)`` (`GRPOTrainer._generate_single_turn`) with a `SamplingRecorder` among ``generate``'s
+    logits processors when ``capture`` (a `hir_trl.step_state.HiRCapture`) asks for it (``record_logps``): per
+    completion token, the sampled token's log-prob and (``record_entropies``) the policy's entropy, in nats, go to
+    ``capture.recorded`` (`SamplingRecorder.per_row`); the recorder's own time to ``timer`` (``recording``).
+
+    Returns:
+        ``generate``'s ``(completion_ids, logprobs)``, unchanged.
+    """
+    if capture is None or not capture.record_logps:
+        return generate(*args)
+    recorder = SamplingRecorder(temperature, entropy=capture.record_entropies)
+    with record_sampling(model, recorder):
+        completion_ids, logprobs = generate(*args)
+    capture.recorded = recorder.per_row(completion_ids)
+    timer.seconds["recording"] += recorder.seconds
+    if capture.recorded is None:
+        logging.getLogger(__name__).warning("HiR's sampling recorder saw no decoding step; falling back to a no-grad "
+                                            "pass")
+    return completion_ids, logprobs

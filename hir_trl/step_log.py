@@ -73,7 +73,7 @@ def replay_counts(new_rows: Sequence[NewRow], rewards: Sequence[float], num_samp
             met every constraint), under either reward mode.
         num_sampled: B, sampled rows; ``group_size``: m; ``k``: replays per group.
         fillers: supplementary samples generated only to keep ranks in step; ``generated_tokens``: completion tokens
-            of the B sampled rows (and of provisioned samples).
+            of the B sampled rows.
         sampled_lengths: (B,) completion tokens of each sampled row; a replay's completion is its source's.
 
     Raises:
@@ -134,11 +134,11 @@ class LogRow(NamedTuple):
 
 
 def completion_log_rows(new_rows: Sequence[NewRow], inputs: Sequence[dict[str, Any]], completions: Sequence[Any],
-                        supplement: dict[str, Any] | None, rewards: Sequence[float], num_sampled: int,
+                        supplement: Any, rewards: Sequence[float], num_sampled: int,
                         group_size: int) -> list[LogRow]:
     """Completion-log entries of the new rows except padding. A replay shows q' and the indices of its kept
-    constraints (JSON); a supplementary sample its per-constraint verdicts (``supplement["verdicts"]``, a
-    `hir_trl.rewards.VerdictMatrix`)."""
+    constraints (JSON); a supplementary sample (of ``supplement``, a `hir_trl.step_state.SupplementarySamples`) its
+    per-constraint verdicts."""
     out = []
     for i, row in enumerate(new_rows):
         if row.kind == "replay":
@@ -147,8 +147,8 @@ def completion_log_rows(new_rows: Sequence[NewRow], inputs: Sequence[dict[str, A
                               False, kept, 1.0))
         elif row.kind == "supplementary":
             source = inputs[row.group * group_size]
-            verdicts = supplement["verdicts"]
-            out.append(LogRow(supplement["prompts"][row.source], supplement["completions"][row.source],
+            verdicts = supplement.verdicts
+            out.append(LogRow(supplement.prompts[row.source], supplement.completions[row.source],
                               str(source.get("row_id")), False, True, None, rewards[num_sampled + i],
                               VerdictMatrix([verdicts.verdicts[row.source]]).log_entries([source["constraints"]])[0]))
     return out

@@ -4,7 +4,8 @@
 TRL's call (the decoded completions, their verdicts, the token entropies, ...) is produced by other TRL hooks that
 HiR overrides. Each call of ``GRPOTrainer._generate_and_score_completions`` in a HiR step therefore gets one
 `HiRCapture`: the step sets what the hooks should do, the hooks fill in what they saw, the step reads it after
-the call. `HiRStep` is what the finished step added on this rank (`HiRTrainer.last_replay`).
+the call. `SupplementarySamples` are the ordinary samples a ``replay_shortfall="resample"`` step draws for groups
+short of candidates; `HiRStep` is what the finished step added on this rank (`HiRTrainer.last_replay`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class HiRCapture:
         recorded: the values recorded while sampling (`hir_trl.sampling.SamplingRecorder.per_row`: per completion,
             (n_i,) ``logps`` and ``entropies`` in nats), or None when nothing was recorded.
         entropies: (B, T) token entropies in nats from TRL's old-log-prob pass (``share_old_pass``), or None.
+        environments: TRL's per-completion environment instances of the call (``GRPOTrainer.environments``), or
+            None; a replay's extra rewards get its source's (`hir_trl.trl_adapter.replay_reward_kwargs`).
     """
 
     share_old_pass: bool = False
@@ -45,6 +48,32 @@ class HiRCapture:
     rewards_per_func: list[list[float]] | None = None
     recorded: dict[str, list[Any]] | None = None
     entropies: Any = None
+    environments: list[Any] | None = None
+
+
+@dataclass
+class SupplementarySamples:
+    """The supplementary samples of one step on this rank (paper §3.2, ``replay_shortfall="resample"``): S ordinary
+    samples under q, group by group (group 0's first), drawn through TRL's own generation and reward call.
+
+    Attributes:
+        tensors: their per-row tensors (the keys of `hir_trl.batch.ROW_KEYS` TRL returned), each (S, ...); with
+            ``old_per_token_logps`` (S, T) whenever the sampled rows have them.
+        prompts: (S,) their prompts (q), as TRL passed them to the reward functions.
+        completions: (S,) their decoded completions.
+        verdicts: the `hir_trl.rewards.VerdictMatrix` of `ConstraintReward` on those S rows.
+        rewards_per_func: (S, F) their rewards, the constraint reward first.
+        fillers: samples generated on this rank only to keep the ranks in step (dropped).
+        generated_tokens: completion tokens of the whole call, all ranks, fillers included.
+    """
+
+    tensors: dict[str, Any]
+    prompts: list[Any]
+    completions: list[Any]
+    verdicts: Any
+    rewards_per_func: list[list[float]]
+    fillers: int = 0
+    generated_tokens: int = 0
 
 
 @dataclass
@@ -71,4 +100,4 @@ class HiRStep:
         return [row.q_prime for row in self.new_rows]
 
 
-__all__ = ["HiRCapture", "HiRStep"]
+__all__ = ["HiRCapture", "HiRStep", "SupplementarySamples"]

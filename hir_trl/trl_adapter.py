@@ -1,9 +1,11 @@
 """Every place HiR reads or changes `trl.GRPOTrainer`'s private state, in one small adapter.
 
 TRL (1.16) has no public hook for what HiR needs here: appending rows to the completion log, generating one
-completion per prompt inside a training step, or knowing whether it ran its own old-log-prob pass. Each function
-below names the private attribute it relies on; `tests/test_trl_adapter.py` runs each against the installed TRL
-and fails loudly when TRL's behaviour changes.
+completion per prompt inside a training step, knowing whether it ran its own old-log-prob pass, moving ``beta`` into
+the reward (``kl_in_reward``), TRL's tokenizer, metrics and checkpoint folder, or calling a reward function on a
+replay with the arguments TRL would pass. Each function below names the private attribute it relies on;
+`TRLPasses` gives the step (`hir_trl.step.StepPasses`) the trainer's passes through them.
+`tests/test_trl_adapter.py` runs them against the installed TRL and fails loudly when TRL's behaviour changes.
 """
 
 from __future__ import annotations
@@ -97,33 +99,6 @@ def one_completion_per_prompt(trainer: Any):
     """Within the block, `GRPOTrainer._generate_and_score_completions` samples one completion per prompt (and
     computes its advantages over groups of 1): `generation_group_size` 1."""
     return generation_group_size(trainer, 1)
-
-
-@contextmanager
-def keep_logged_rows(trainer: Any) -> Iterator[list[bool]]:
-    """Within the block, the completion log (``GRPOTrainer._logs``) fills fresh buffers; on exit, only the rows whose
-    flag the block appended to the yielded list (one per row logged, gathered over ranks, in TRL's order) join the
-    real log. A buffer of another length (e.g. ``images``, empty for text) joins whole; on an exception nothing
-    joins."""
-    saved = trainer._logs
-    trainer._logs = _empty_log()
-    keep: list[bool] = []
-    fresh = trainer._logs
-    try:
-        yield keep
-    except BaseException:
-        trainer._logs = saved
-        raise
-    trainer._logs = saved
-
-    def kept(values: deque) -> list[Any]:
-        return [v for v, k in zip(values, keep) if k] if len(values) == len(keep) else list(values)
-
-    for name in ("images", *ROW_BUFFERS):
-        saved[name].extend(kept(fresh[name]))
-    for part in ("rewards", "extra"):
-        for column, values in fresh[part].items():
-            saved[part][column].extend(kept(values))
 
 
 @contextmanager
@@ -281,3 +256,243 @@ def replay_ratio_logging(trainer: Any, inputs: dict[str, Any]) -> Iterator[None]
     mode = "train" if trainer.model.training else "eval"
     for name, value in replay_ratio_metrics(totals).items():
         trainer._metrics[mode][name].append(value)
+
+
+def move_kl_to_reward(trainer: Any) -> float:
+    """``kl_in_reward``: take TRL's ``beta`` as the KL-in-reward coefficient and set ``trainer.beta`` to 0, which
+    turns TRL's KL loss term off (TRL loaded the reference model at construction because beta > 0; its loss reads
+    ``self.beta``). Returns the coefficient."""
+    coefficient, trainer.beta = trainer.beta, 0.0
+    return coefficient
+
+
+def pad_token_id(trainer: Any) -> int:
+    """The pad token id TRL pads completions with (``GRPOTrainer._tokenizer``, the processing class's tokenizer)."""
+    return trainer._tokenizer.pad_token_id
+
+
+def checkpoint_folder(trainer: Any, trial: Any) -> str:
+    """``checkpoint-<global_step>`` under the run's output folder, where `Trainer._save_checkpoint` saved
+    (``Trainer._get_output_dir``)."""
+    import os
+
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+    return os.path.join(trainer._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{trainer.state.global_step}")
+
+
+def log_metric(trainer: Any, name: str, value: float, training: bool = True) -> None:
+    """Append a value to TRL's metrics of the current step (``GRPOTrainer._metrics``, averaged when logged)."""
+    trainer._metrics["train" if training else "eval"][name].append(value)
+
+
+def reward_environments(trainer: Any) -> list[Any] | None:
+    """TRL's per-completion environment instances of the current generation call (``GRPOTrainer.environments``,
+    one per prompt of the call on this rank, passed to reward functions as ``environments``), or None."""
+    return getattr(trainer, "environments", None)
+
+
+def _ignore(*args: Any, **kwargs: Any) -> None:
+    """The ``log_extra`` / ``log_metric`` a replay's reward functions get: the completion log has no column for them."""
+
+
+def replay_reward_kwargs(trainer: Any, rows: Sequence[dict[str, Any]], sources: Sequence[int],
+                         environments: Sequence[Any] | None) -> dict[str, Any]:
+    """The keyword arguments (beside ``prompts``, ``completions``, ``completion_ids``) of a reward function's call on
+    replay rows, as `GRPOTrainer._calculate_rewards` builds them for sampled rows: every dataset column of the rows
+    but ``prompt`` / ``completion`` / ``completion_ids``, ``trainer_state``, ``log_extra`` and ``log_metric`` (which
+    do nothing here: the log has no column for a replay's extra values) and, when TRL has them, ``environments``:
+    each replay gets its source row's environment (``sources``: the rows' indices in TRL's call)."""
+    keys = [key for key in rows[0] if key not in ("prompt", "completion", "completion_ids")]
+    kwargs: dict[str, Any] = {key: [row[key] for row in rows] for key in keys}
+    kwargs.update(trainer_state=trainer.state, log_extra=_ignore, log_metric=_ignore)
+    if environments is not None:
+        kwargs["environments"] = [environments[source] for source in sources]
+    return kwargs
+
+
+class TRLPasses:
+    """The passes and records a HiR step needs (`hir_trl.step.StepPasses`), over a `HiRTrainer`.
+
+    Reads the trainer's HiR state (``kl_coef``, ``_replay_rng``, ``_timer``, ``_no_recording_reason``) and TRL's
+    (the models, the accelerator, ``_tokenizer``, ``_metrics``, ``_logs``); runs no-grad passes through TRL's
+    ``_get_per_token_logps_and_entropies`` and supplementary samples through `GRPOTrainer`'s own
+    ``_generate_and_score_completions`` (not HiR's override).
+    """
+
+    def __init__(self, trainer: Any) -> None:
+        self.trainer = trainer
+
+    # ---------------------------------------------------------------- settings
+    args = property(lambda self: self.trainer.args)
+    num_generations = property(lambda self: self.trainer.num_generations)
+    kl_coef = property(lambda self: self.trainer.kl_coef)
+    timer = property(lambda self: self.trainer._timer)
+    replay_rng = property(lambda self: self.trainer._replay_rng)
+    model = property(lambda self: self.trainer.model)
+    global_step = property(lambda self: self.trainer.state.global_step)
+    eos_token_ids = property(lambda self: self.trainer.eos_token_ids)
+    pad_token_id = property(lambda self: pad_token_id(self.trainer))
+    pad_to_multiple_of = property(lambda self: self.trainer.pad_to_multiple_of)
+    scale_rewards = property(lambda self: self.trainer.scale_rewards)
+    reward_weights = property(lambda self: self.trainer.reward_weights.tolist())
+    judge = property(lambda self: self.trainer.constraint_reward.judge)
+    device = property(lambda self: self.trainer.accelerator.device)
+
+    # ---------------------------------------------------------------- one generation call's capture
+    @contextmanager
+    def capturing(self, *, share_old_pass: bool = False, entropies: bool = True,
+                  step_start: bool = False) -> Iterator[Any]:
+        """Within the block, HiR's hooks record into a fresh `hir_trl.step_state.HiRCapture` (yielded): log-probs
+        while sampling when the step needs them (replays, ``kl_in_reward``) and ``generate`` can record them;
+        entropies too for F_div when ``entropies``. ``step_start``: the first call of a step (its timings start)."""
+        from .step_state import HiRCapture
+
+        trainer, args = self.trainer, self.trainer.args
+        if step_start:
+            trainer._timer.seconds.clear()
+            # TRL's own old-log-prob pass also gives the entropies when nothing records them while sampling
+            share_old_pass = (args.num_replays > 0 and args.diversity_entropy == "exact"
+                              and trainer._no_recording_reason is not None and trl_computes_old_logps(trainer))
+        record = trainer._no_recording_reason is None and bool(args.num_replays or trainer.kl_coef)
+        trainer._capture = HiRCapture(share_old_pass=share_old_pass, record_logps=record,
+                                      record_entropies=record and entropies and args.diversity_entropy == "exact")
+        try:
+            yield trainer._capture
+        finally:
+            trainer._capture = None
+
+    # ---------------------------------------------------------------- passes
+    def policy_pass(self, model, prompt_ids, prompt_mask, completion_ids, completion_mask, entropy=False,
+                    timer: str | None = None):
+        """One no-grad forward: per-token log-probs (N, T) and, optionally, entropies (N, T) in nats (timed as
+        ``hir/seconds_<timer>`` when given), through ``GRPOTrainer._get_per_token_logps_and_entropies``."""
+        import contextlib
+
+        import torch
+        from trl.models.utils import disable_gradient_checkpointing
+
+        trainer = self.trainer
+        if completion_ids.size(0) == 0:
+            empty = completion_ids.new_zeros(completion_ids.shape, dtype=torch.float32)
+            return empty, (empty if entropy else None)
+        with torch.no_grad(), disable_gradient_checkpointing(trainer.model, trainer.args.gradient_checkpointing_kwargs), \
+                (trainer._timer.timed(timer) if timer else contextlib.nullcontext()):
+            logps, entropies, _ = trainer._get_per_token_logps_and_entropies(
+                model, torch.cat([prompt_ids, completion_ids], 1), torch.cat([prompt_mask, completion_mask], 1),
+                completion_ids.size(1), batch_size=trainer.args.per_device_train_batch_size, compute_entropy=entropy)
+        return logps, entropies
+
+    def reference_logps(self, prompt_ids, prompt_mask, completion_ids, completion_mask):
+        """Reference-model log-probs (N, T) of completions under the given prompts (PEFT: the base model, TRL's
+        ``use_adapter``)."""
+        trainer = self.trainer
+        if trainer.ref_model is not None:
+            return self.policy_pass(trainer.ref_model, prompt_ids, prompt_mask, completion_ids, completion_mask)[0]
+        from trl.trainer.utils import use_adapter
+
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        with use_adapter(model, adapter_name="ref" if "ref" in model.peft_config else None):
+            return self.policy_pass(trainer.model, prompt_ids, prompt_mask, completion_ids, completion_mask)[0]
+
+    def supplementary_samples(self, inputs, fill, need_old_logps):
+        """Generate ``fill[g]`` ordinary samples under q for each group g, through TRL's own pipeline.
+
+        Every rank calls `GRPOTrainer._generate_and_score_completions` with the same number of prompts (the largest
+        need over ranks): a rank that needs fewer adds filler prompts whose results are dropped, so collective
+        generation (vLLM server/colocate, ZeRO-3) and TRL's gathers stay in step. Within the call TRL samples one
+        completion per prompt; its metrics and completion-log rows from the call are discarded (HiR logs the kept
+        rows itself). Old log-probs, when ``need_old_logps``, come from the same source as the sampled rows'
+        (recorded while sampling, vLLM's, else a no-grad pass).
+
+        Returns:
+            None when no rank needs a sample; else the kept rows' `hir_trl.step_state.SupplementarySamples`.
+        """
+        import torch
+        from trl import GRPOTrainer
+
+        from .rewards import VerdictMatrix
+        from .sampling import sampling_logps
+        from .step_state import SupplementarySamples
+
+        trainer, need = self.trainer, sum(fill)
+        most = int(self.gather(torch.tensor([need], device=self.device)).max().item())
+        if most == 0:
+            return None
+        m = self.num_generations
+        extra = [inputs[g * m] for g, c in enumerate(fill) for _ in range(c)] + [inputs[0]] * (most - need)
+        with self.capturing(entropies=False) as capture, one_completion_per_prompt(trainer), \
+                discard_records(trainer, len(extra)):  # no F_div for supplementary samples
+            out = GRPOTrainer._generate_and_score_completions(trainer, extra)
+        generated = int(self.gather(out["completion_mask"].sum()).sum().item())
+        if need_old_logps and "old_per_token_logps" not in out:
+            old = sampling_logps(out, capture.recorded)
+            if old is None:
+                old, _ = self.policy_pass(trainer.model, out["prompt_ids"], out["prompt_mask"], out["completion_ids"],
+                                          out["completion_mask"], timer="extra_pass")
+            out["old_per_token_logps"] = old
+        kept = {key: value[:need] for key, value in out.items()
+                if isinstance(value, torch.Tensor) and value.dim() > 0 and value.size(0) == len(extra)}
+        return SupplementarySamples(tensors=kept, prompts=capture.prompts[:need],
+                                    completions=capture.completions[:need],
+                                    verdicts=VerdictMatrix(capture.verdicts.verdicts[:need]),
+                                    rewards_per_func=capture.rewards_per_func[:need], fillers=most - need,
+                                    generated_tokens=generated)
+
+    def extra_rewards(self, capture, new_rows, prompts, completions, completion_ids, rows):
+        """The extra reward functions on replays (q', y) (`hir_trl.rewards.extra_rewards`), with the keyword
+        arguments TRL passes (`replay_reward_kwargs`; each replay's environment is its source's)."""
+        from .rewards import extra_rewards
+
+        sources = [row.source for row in new_rows if row.kind == "replay"]
+        return extra_rewards(self.trainer.extra_reward_funcs, prompts, completions, completion_ids,
+                             replay_reward_kwargs(self.trainer, rows, sources, capture.environments))
+
+    def tokenize_prompts(self, prompts):
+        return tokenize_prompts(self.trainer, prompts)
+
+    # ---------------------------------------------------------------- ranks and records
+    def gather(self, tensor):
+        return self.trainer.accelerator.gather(tensor)
+
+    def gather_object(self, values):
+        from accelerate.utils import gather_object
+
+        return gather_object(values)
+
+    def log_metric(self, name, value, training=True):
+        log_metric(self.trainer, name, value, training)
+
+    def log_hindsight_rows(self, row_ids, sampled_advantages, entries, new_advantages):
+        log_hindsight_rows(self.trainer, row_ids, sampled_advantages, entries, new_advantages)
+
+    def has_log_columns(self, columns):
+        return has_log_columns(self.trainer, columns)
+
+    def extend_log_columns(self, values):
+        extend_log_columns(self.trainer, values)
+
+    def pop_judge_metrics(self):
+        judge = self.trainer.constraint_reward.judge
+        return judge.pop_metrics() if hasattr(judge, "pop_metrics") else None
+
+
+def keep_reward_call(trainer: Any, prompts: Sequence[Any], completions: Sequence[Any], rewards_per_func: Any) -> Any:
+    """After `GRPOTrainer._calculate_rewards`: check that `ConstraintReward` recorded one verdict row per completion
+    and, in a HiR call (``trainer._capture`` set), keep the prompts, completions, verdicts, this rank's (B, F) rows of
+    ``rewards_per_func`` and TRL's ``environments``. Returns ``rewards_per_func`` unchanged.
+
+    Raises:
+        RuntimeError: `ConstraintReward` did not record one verdict row per completion.
+    """
+    verdicts = trainer.constraint_reward.last_verdicts
+    if verdicts is None or len(verdicts) != len(prompts):
+        raise RuntimeError("ConstraintReward did not record one verdict row per completion")
+    capture = trainer._capture
+    if capture is not None:
+        rank = trainer.accelerator.process_index
+        capture.prompts, capture.completions = prompts, completions
+        capture.verdicts = verdicts
+        capture.rewards_per_func = rewards_per_func[rank * len(prompts):(rank + 1) * len(prompts)].tolist()
+        capture.environments = reward_environments(trainer)
+    return rewards_per_func

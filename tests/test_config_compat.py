@@ -300,7 +300,6 @@ REFUSED = {
     **{f"{loss}_with_pad": (dict(loss_type=loss, replay_shortfall="pad"),
                             f"loss_type: {loss} divides by the number of rows")
        for loss in compat.ROW_NORMALIZED_LOSSES},
-    "grpo_pad_predicted": (dict(loss_type="grpo", supplementary_provision="predicted"), "replay_shortfall: resample"),
 }
 
 
@@ -321,7 +320,7 @@ def test_refused_at_config_with_one_line(tmp_path, no_gpu, case):
 
 @pytest.mark.parametrize("allowed", [
     dict(loss_type="grpo", replay_shortfall="resample"), dict(loss_type="grpo", num_replays=0),
-    dict(loss_type="grpo", supplementary_provision="full"), dict(loss_type="bnpo"),
+    dict(loss_type="bnpo"),
     dict(mask_truncated_completions=True, replay_truncated_completions=False),
     dict(mask_truncated_completions=True, num_replays=0), dict(scale_rewards=False),
     dict(multi_objective_aggregation="normalize_then_sum"),

@@ -177,20 +177,3 @@ def test_a_rank_that_skips_a_collective_fails_and_does_not_hang(tmp_path, tiny_m
     # collective mismatch in your code?"); a wait would end at ddp_timeout (120 s) with a timeout error instead
     assert re.search(r"collective mismatch|timed? ?out", proc.stderr, re.I), proc.stderr[-3000:]
 
-
-def test_predicted_provision_keeps_ranks_in_step_with_one_generate_call(tmp_path, tiny_model_path):
-    """supplementary_provision='predicted' with rank 1 short of every replay: the prediction is made from both ranks'
-    shortfalls, so both ranks draw the same number of provisioned samples, and no rank needs a second call."""
-    rank0, rank1 = torchrun(tmp_path, tiny_model_path, 2, "provision", "--skew", "--provision", "predicted",
-                            "--max-steps", "4")
-    assert len(rank0) == len(rank1) == 2  # two generation batches
-    for a, b in zip(rank0, rank1):
-        # per rank: 2 groups x (m = 6 + e = k = 2): the first batch has no history, the second's history holds
-        # rank 1's shortfall of k in every group (rank 0 alone would predict less)
-        assert a["generate_calls"] == b["generate_calls"] == [16]
-        assert a["logged_generate_calls"] == b["logged_generate_calls"] == 1
-        assert a["provisioned"] == b["provisioned"] == 2 * 2 * 2  # summed over the 2 ranks
-        assert a["fillers"] == b["fillers"] == 0
-        assert set(a["rows"].values()) == set(b["rows"].values()) == {16}
-        assert b["kinds"] == ["supplementary"] * 4
-        assert a["num_items_in_batch"] == b["num_items_in_batch"] == a["local_loss_tokens"] + b["local_loss_tokens"]

@@ -90,7 +90,7 @@ def test_paper_recipe_resolves_to_the_papers_settings(recipe):
     assert set(PAPER_VALUES) <= set(written), sorted(set(PAPER_VALUES) - set(written))
     # and the paper's other replay settings (Algorithm 1, §3.2, eq. 7-8)
     assert (args.num_generations + args.num_replays, args.replay_scope, args.replay_shortfall,
-            args.supplementary_provision, args.replay_old_logps) == (8, "group", "resample", "none", "original")
+            args.replay_old_logps) == (8, "group", "resample", "original")
 
 
 def _hir_block(recipe: Path) -> dict:

@@ -16,7 +16,6 @@ from hir_trl.replay import (
     curriculum_scores,
     hindsight_instruction,
     hindsight_messages,
-    provision_count,
     replay_candidates,
     select_group_replays,
     select_top_k,
@@ -185,17 +184,3 @@ def test_replay_candidates_respect_eligibility():
     assert [c.index for c in picked[0]] == [3, 0]  # the highest-scoring row 1 is not eligible
     with pytest.raises(ValueError, match="eligibility"):
         replay_candidates(verdicts, 1, [True])
-
-
-def test_provision_count_covers_the_recent_shortfalls():
-    assert provision_count([2, 2, 1], 2, "none") == 0  # the paper's order: a second call when needed
-    assert provision_count([0, 0], 2, "full") == 2
-    assert provision_count([], 2, "predicted") == 2  # no history yet: never a second call
-    assert provision_count([0] * 9 + [2], 2, "predicted", coverage=0.9) == 0  # 9 of 10 need nothing
-    assert provision_count([0] * 8 + [2, 2], 2, "predicted", coverage=0.9) == 2
-    assert provision_count([0] * 8 + [1, 2], 2, "predicted", coverage=0.9) == 1
-    assert provision_count([0, 1, 2, 2], 2, "predicted", coverage=1.0) == 2
-    assert provision_count([0, 1, 2, 2], 0, "predicted") == 0
-    for bad in ({"policy": "some"}, {"coverage": 0.0}, {"coverage": 1.5}):
-        with pytest.raises(ValueError):
-            provision_count([1], 2, **{"policy": "predicted", **bad})

@@ -55,23 +55,21 @@ def _appender(logged):
     return lambda name, value: logged.append((name, value))
 
 
-def test_metrics_go_through_trls_log_metric_without_provisioned_rows():
+def test_metrics_go_through_trls_log_metric():
     """With TRL's ``log_metric`` hook, ILA and CLA are logged once per row (TRL's average is then the mean over the
-    rows) leaving out the rows whose ``provisioned`` column is true, and the failed checks once, as a count."""
+    rows), and the failed checks once, as a count."""
     completions = [
         [{"role": "assistant", "content": "this is a simple sentence written in plain english for the test"}],
         [{"role": "assistant", "content": "Has, A Comma"}],
         [{"role": "assistant", "content": "this sentence, written in plain english, has a few commas in it"}],
     ]
     constraints = [[NO_COMMA, LOWER], [BROKEN, NO_COMMA, LOWER], [NO_COMMA, LOWER]]
-    for provisioned, kept in ((None, [0, 1, 2]), ([False, True, False], [0, 2])):
-        logged: list[tuple[str, float]] = []
-        ConstraintReward(reward_mode="ila")([PROMPT] * 3, completions, constraints=constraints,
-                                            provisioned=provisioned, log_metric=_appender(logged))
-        ila, cla = [1.0, 0.0, 0.0], [1.0, 0.0, 0.5]
-        assert [value for name, value in logged if name == "reward/ila"] == [ila[i] for i in kept]
-        assert [value for name, value in logged if name == "reward/cla"] == [cla[i] for i in kept]
-        assert [value for name, value in logged if name == "verify/errors"] == [1]  # row 1's broken checker
+    logged: list[tuple[str, float]] = []
+    ConstraintReward(reward_mode="ila")([PROMPT] * 3, completions, constraints=constraints,
+                                        log_metric=_appender(logged))
+    assert [value for name, value in logged if name == "reward/ila"] == [1.0, 0.0, 0.0]
+    assert [value for name, value in logged if name == "reward/cla"] == [1.0, 0.0, 0.5]
+    assert [value for name, value in logged if name == "verify/errors"] == [1]  # row 1's broken checker
 
 
 def test_unknown_family_is_a_recorded_verdict():

@@ -90,13 +90,13 @@ def test_sampling_changes_policy_names_the_setting():
 
 def _count_policy_passes(trainer):
     passes = []
-    original = trainer._policy_pass
+    original = trainer.hir_passes.policy_pass
 
     def counting(model, prompt_ids, *args, **kwargs):
         passes.append(prompt_ids.size(0))
         return original(model, prompt_ids, *args, **kwargs)
 
-    trainer._policy_pass = counting
+    trainer.hir_passes.policy_pass = counting
     return passes
 
 

@@ -29,6 +29,7 @@ from hir_trl.replay import (
 from hir_trl.rewards import VerdictMatrix
 from hir_trl.sampling import completion_ended, diversity_scores
 from hir_trl.step_log import COUNTS, StepTimer, completion_log_rows, replay_counts, replay_metrics
+from hir_trl.step_state import SupplementarySamples
 from hir_trl.templates import join_instruction
 from hir_trl.verifiers import Verdict
 
@@ -169,8 +170,9 @@ def test_step_log_counts_metrics_and_log_rows():
     assert math.isnan(nothing["hir/replay_integrity_mean"]) and math.isnan(nothing["hir/replay_mean_length"])
     rule = {"text": "No commas.", "kind": "hard", "instruction_id": "punctuation:no_comma"}
     inputs = [{"row_id": "a", "constraints": [rule]}] * 2 + [{"row_id": "b", "constraints": [rule, SOFT]}] * 2
-    supplement = {"prompts": ["q_b"], "completions": ["s"], "verdicts": VerdictMatrix(
-        [[Verdict(True), Verdict(False, "litellm.Timeout: judge timed out", "judge")]])}
+    supplement = SupplementarySamples(tensors={}, prompts=["q_b"], completions=["s"], rewards_per_func=[[1.0]],
+                                      verdicts=VerdictMatrix([[Verdict(True), Verdict(
+                                          False, "litellm.Timeout: judge timed out", "judge")]]))
     entries = completion_log_rows(rows, inputs, ["y0", "y1", "y2", "y3"], supplement, rewards, 4, 2)
     verdicts = json.dumps([{"constraint": "punctuation:no_comma", "kind": "hard", "source": "rule", "passed": True},
                            {"constraint": "Be formal.", "kind": "soft", "source": "judge", "passed": False,

@@ -227,22 +227,17 @@ def test_config_validation_and_paper_defaults(tmp_path):
     assert (args.replay_advantage, args.replay_weight, args.replay_truncated_completions, args.reward_mode) == (
         "positive", 1.0, False, "cla")
     # one generation call per step: a group short of candidates gets padding rows (the paper: a second call)
-    assert (args.replay_shortfall, args.supplementary_provision) == ("pad", "none")
+    assert args.replay_shortfall == "pad"
     for field, value in [("num_replays", -1), ("eta", -0.5), ("diversity_aggregation", "max"),
-                         ("reward_mode", "dense"), ("replay_min_satisfied", -2), ("supplementary_provision", "some"),
-                         ("supplementary_provision_coverage", 0.0), ("supplementary_provision_coverage", 1.5)]:
+                         ("reward_mode", "dense"), ("replay_min_satisfied", -2), ("replay_shortfall", "some")]:
         with pytest.raises(ValueError, match=field):
             HiRConfig(output_dir=str(tmp_path), bf16=False, per_device_train_batch_size=6, **{field: value})
     from dataclasses import fields
 
     for f in fields(HiRConfig):
         if f.name in ("num_replays", "lambda_0", "eta", "replay_min_satisfied", "diversity_aggregation",
-                      "reward_mode", "num_generations", "supplementary_provision",
-                      "supplementary_provision_coverage"):
+                      "reward_mode", "num_generations", "replay_shortfall"):
             assert f.metadata.get("help"), f.name
-    with pytest.raises(ValueError, match="supplementary_provision='full'.*num_replays is 0"):
-        HiRConfig(output_dir=str(tmp_path), bf16=False, per_device_train_batch_size=8, num_generations=8,
-                  num_replays=0, supplementary_provision="full")
     json.dumps(args.to_dict())  # serialisable for the Hub / checkpoints
 
 

@@ -81,3 +81,54 @@ def test_start_and_separate_completion_log(tmp_path, tiny_model_path, sample_dat
     trl_adapter.start_completion_log(trainer)
     assert all(len(trainer._logs[name]) == 0 for name in trl_adapter.ROW_BUFFERS)
     assert not trainer._logs["rewards"] and not trainer._logs["extra"] and trainer._logs["prompt"].maxlen == 6
+
+
+def test_a_replays_reward_call_gets_the_keyword_arguments_trl_passes(tmp_path, tiny_model_path, sample_dataset):
+    """`replay_reward_kwargs` against `GRPOTrainer._calculate_rewards` itself: the same keyword arguments (dataset
+    columns, ``trainer_state``, ``log_extra``, ``log_metric`` and ``environments``), each replay with its source
+    row's environment as captured from TRL's call."""
+    seen = []
+
+    def recording(prompts, completions, completion_ids, **kwargs):
+        seen.append(kwargs)
+        return [0.0] * len(prompts)
+
+    trainer = HiRTrainer(model=str(tiny_model_path), train_dataset=sample_dataset, reward_funcs=[recording],
+                         args=HiRConfig(output_dir=str(tmp_path / "out"), per_device_train_batch_size=6,
+                                        num_replays=0, max_steps=1, max_completion_length=8, bf16=False, use_cpu=True,
+                                        report_to="none", save_strategy="no", gradient_checkpointing=False))
+    rows = [dict(sample_dataset[0]), dict(sample_dataset[1])]
+    environments = [object(), object()]
+    trainer.environments = environments  # what TRL sets per call when it has an environment_factory
+    with trainer.hir_passes.capturing() as capture:
+        trainer._calculate_rewards(rows, [r["prompt"] for r in rows], ["a", "b"], [[1], [2]])
+    trl_kwargs = seen[-1]
+    assert "environments" in trl_kwargs and capture.environments is environments
+    ours = trl_adapter.replay_reward_kwargs(trainer, rows[::-1], [1, 0], capture.environments)
+    assert set(ours) == set(trl_kwargs)
+    assert ours["environments"] == environments[::-1]
+    assert ours["trainer_state"] is trl_kwargs["trainer_state"] is trainer.state
+    for column in set(trl_kwargs) - {"environments", "trainer_state", "log_extra", "log_metric"}:
+        assert ours[column] == trl_kwargs[column][::-1], column
+    trainer.environments = None  # TRL's default: no ``environments`` argument at all
+    trainer._calculate_rewards(rows, [r["prompt"] for r in rows], ["a", "b"], [[1], [2]])
+    assert set(trl_adapter.replay_reward_kwargs(trainer, rows, [0, 1], None)) == set(seen[-1])
+
+
+def test_private_state_the_adapter_reads_and_writes(tmp_path, tiny_model_path, sample_dataset):
+    """``beta`` (the KL loss coefficient TRL's loss reads), ``_tokenizer``, ``_get_output_dir`` and ``_metrics``."""
+    import inspect
+    import os
+
+    from trl import GRPOTrainer
+
+    assert "self.beta" in inspect.getsource(GRPOTrainer._compute_loss)  # TRL's KL loss term reads beta
+    trainer = _trainer(tmp_path, tiny_model_path, sample_dataset, beta=0.04)
+    assert trainer.ref_model is not None  # loaded because beta > 0 at construction
+    assert trl_adapter.move_kl_to_reward(trainer) == 0.04 and trainer.beta == 0.0
+    assert trl_adapter.pad_token_id(trainer) == trainer.processing_class.pad_token_id
+    assert trl_adapter.checkpoint_folder(trainer, None) == os.path.join(trainer.args.output_dir, "checkpoint-0")
+    trl_adapter.log_metric(trainer, "hir/x", 1.5)
+    trl_adapter.log_metric(trainer, "hir/x", 2.5, training=False)
+    assert trainer._metrics["train"]["hir/x"] == [1.5] and trainer._metrics["eval"]["hir/x"] == [2.5]
+    assert trl_adapter.reward_environments(trainer) is None  # TRL's default before any call

