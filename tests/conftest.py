@@ -52,3 +52,22 @@ def require(module: str):
     if os.environ.get("CI"):
         return importlib.import_module(module)
     return pytest.importorskip(module)
+
+
+@pytest.fixture
+def clean_registry():
+    """Verifier registrations are process-wide: remove the families (and built-in ids) a test registered, and the
+    failing-checker records (`hir_trl.verifiers.registry`)."""
+    from hir_trl.verifiers import BUILTIN_FAMILIES, FAMILIES
+    from hir_trl.verifiers import registry as verifier_registry
+
+    families = dict(FAMILIES)
+    builtin = {name: dict(FAMILIES[name].REGISTRY) for name in BUILTIN_FAMILIES}
+    yield
+    for name in list(FAMILIES):
+        if name not in families:
+            del FAMILIES[name]
+    for name, registry in builtin.items():
+        FAMILIES[name].REGISTRY.clear()
+        FAMILIES[name].REGISTRY.update(registry)
+    verifier_registry._FAILURES.clear()

@@ -17,7 +17,7 @@ from hir_trl import ConstraintReward, DatasetFormatError, HiRConfig, HiRTrainer,
 from hir_trl.card import hir_card_section
 from hir_trl.configs import PAPER_VALUES
 from hir_trl.data import load_rows
-from hir_trl.verifiers import BUILTIN_FAMILIES, FAMILIES, validate_constraint, verify_constraint
+from hir_trl.verifiers import FAMILIES, validate_constraint, verify_constraint
 from hir_trl.verifiers import muldimif as muldimif_module
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,18 +25,7 @@ ALWAYS_TEXT = "Write in the Acme house style."
 NEVER_TEXT = "Include the secret Acme code."
 
 
-@pytest.fixture(autouse=True)
-def clean_registry():
-    """Registrations are process-wide: remove the families (and built-in ids) a test registered."""
-    families = dict(FAMILIES)
-    builtin = {name: dict(FAMILIES[name].REGISTRY) for name in BUILTIN_FAMILIES}
-    yield
-    for name in list(FAMILIES):
-        if name not in families:
-            del FAMILIES[name]
-    for name, registry in builtin.items():
-        FAMILIES[name].REGISTRY.clear()
-        FAMILIES[name].REGISTRY.update(registry)
+pytestmark = pytest.mark.usefixtures("clean_registry")  # registrations are process-wide (tests/conftest.py)
 
 
 def native_row(task, *constraints, row_id=None):

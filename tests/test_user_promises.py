@@ -30,8 +30,7 @@ import torch
 from hir_trl import HiRConfig, HiRTrainer, load_hir_dataset, register_verifier
 from hir_trl.cli import check_output_dir, main, optimizer_restart_note, prune_later_completions, run_outputs
 from hir_trl.guards import NonFiniteTrainingError, RewardFunctionError, check_rewards
-from hir_trl.verifiers import BUILTIN_FAMILIES, FAMILIES, verify_constraint
-from hir_trl.verifiers import registry as verifier_registry
+from hir_trl.verifiers import FAMILIES, verify_constraint
 
 from .conftest import SAMPLE_DATA
 from .test_user_errors import TINY_RECIPE, assert_nothing_written, assert_one_line_error, native, write_rows
@@ -46,19 +45,7 @@ def train(tmp_path, capsys, *argv, recipe=TINY_RECIPE):
     return code, out, err
 
 
-@pytest.fixture(autouse=True)
-def clean_registry():
-    """Registrations are process-wide: remove the families (and built-in ids) a test registered."""
-    families = dict(FAMILIES)
-    builtin = {name: dict(FAMILIES[name].REGISTRY) for name in BUILTIN_FAMILIES}
-    yield
-    for name in list(FAMILIES):
-        if name not in families:
-            del FAMILIES[name]
-    for name, registry in builtin.items():
-        FAMILIES[name].REGISTRY.clear()
-        FAMILIES[name].REGISTRY.update(registry)
-    verifier_registry._FAILURES.clear()
+pytestmark = pytest.mark.usefixtures("clean_registry")  # registrations are process-wide (tests/conftest.py)
 
 
 # ------------------------------------------------------------------------------ 1. a run's folder holds one run
