@@ -71,14 +71,22 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.parametrize("resume", ["true", "checkpoint-2", "True"])
-def test_rerunning_a_finished_job_trains_nothing_and_keeps_its_model(finished_run, tmp_path, capsys, resume):
+def _resume_a_copy(finished_run, tmp_path, capsys, resume, *flags):
+    """Train into a copy of the finished run with ``--resume_from_checkpoint resume`` (a ``checkpoint-N`` name
+    inside the copy) and ``flags``: ``(copy, its files before, exit code, stdout, stderr)``."""
     run, model = finished_run
     out = _copy(run, tmp_path / "out")
     before = _snapshot(out)
     target = str(out / resume) if resume.startswith("checkpoint") else resume
-    code, stdout, err = train(tmp_path, capsys, "--model_name_or_path", model, "--build_tiny_model", "false",
-                              "--max_steps", "2", "--save_steps", "1", "--resume_from_checkpoint", target)
+    code, stdout, err = train(tmp_path, capsys, "--model_name_or_path", model, "--build_tiny_model", "false", *flags,
+                              "--resume_from_checkpoint", target)
+    return out, before, code, stdout, err
+
+
+@pytest.mark.parametrize("resume", ["true", "checkpoint-2", "True"])
+def test_rerunning_a_finished_job_trains_nothing_and_keeps_its_model(finished_run, tmp_path, capsys, resume):
+    out, before, code, stdout, err = _resume_a_copy(finished_run, tmp_path, capsys, resume,
+                                                    "--max_steps", "2", "--save_steps", "1")
     assert code == 0, err
     assert err.count("\n") == 1 and "already finished" in err and "step 2 of max_steps 2" in err, err
     assert _snapshot(out) == before  # no checkpoint-3, the final model and card untouched
@@ -98,12 +106,8 @@ def test_a_finished_run_is_recognised_by_its_final_state_too(finished_run, tmp_p
 
 @pytest.mark.parametrize("resume", ["true", "checkpoint-1"])
 def test_overwrite_and_resume_together_are_refused(finished_run, tmp_path, capsys, resume):
-    run, model = finished_run
-    out = _copy(run, tmp_path / "out")
-    before = _snapshot(out)
-    target = str(out / resume) if resume.startswith("checkpoint") else resume
-    code, stdout, err = train(tmp_path, capsys, "--model_name_or_path", model, "--build_tiny_model", "false",
-                              "--overwrite_output_dir", "true", "--resume_from_checkpoint", target)
+    out, before, code, stdout, err = _resume_a_copy(finished_run, tmp_path, capsys, resume,
+                                                    "--overwrite_output_dir", "true")
     assert_one_line_error(code, stdout, err, "overwrite_output_dir", "resume_from_checkpoint", "not both")
     assert _snapshot(out) == before
 
