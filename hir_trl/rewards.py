@@ -376,8 +376,12 @@ def extra_rewards(functions: Sequence[Callable[..., Any]], prompts: Sequence[Any
         (N, len(functions)) rewards, NaN where a function returned None; ``[]`` for no rows.
 
     Raises:
-        ValueError: a function returned a number of rewards other than N.
+        hir_trl.guards.RewardFunctionError: a function returned other than N numbers or None;
+        hir_trl.guards.NonFiniteTrainingError: a NaN or inf reward (both from `hir_trl.guards.check_rewards`, the
+            one check of every reward function's output).
     """
+    from .guards import check_rewards
+
     if not prompts:
         return []
     table = [[float("nan")] * len(functions) for _ in prompts]
@@ -386,11 +390,7 @@ def extra_rewards(functions: Sequence[Callable[..., Any]], prompts: Sequence[Any
                           **reward_kwargs)
         if inspect.isawaitable(output):
             output = asyncio.run(_awaited(output))
-        output = list(output)
-        if len(output) != len(prompts):
-            name = getattr(function, "__name__", type(function).__name__)
-            raise ValueError(f"the reward function {name!r} returned {len(output)} rewards for {len(prompts)} "
-                             "hindsight rows (one per completion expected)")
+        output = check_rewards(getattr(function, "__name__", type(function).__name__), output, len(prompts))
         for row, value in zip(table, output):
             row[i] = float("nan") if value is None else float(value)
     return table
