@@ -600,6 +600,20 @@ def drop_soft_constraints(dataset: Any) -> Any:
     return result
 
 
+def prompt_length_limits(max_prompt_length: int | None, context: Any,
+                         max_completion_length: int | None) -> list[tuple[int, str]]:
+    """The ``(tokens, why)`` limits a prompt must fit for `check_prompt_lengths`: ``max_prompt_length`` when set, and
+    the model's context (``max_position_embeddings``, when a positive int) less ``max_completion_length``."""
+    limits = []
+    if max_prompt_length is not None:
+        limits.append((max_prompt_length, f"max_prompt_length ({max_prompt_length})"))
+    if isinstance(context, int) and context > 0:
+        completion = max_completion_length or 0
+        limits.append((context - completion, f"the model's context of {context} tokens (max_position_embeddings) "
+                       f"less max_completion_length ({completion})"))
+    return limits
+
+
 def check_prompt_lengths(dataset: Any, name: str, tokenize: Any, limits: list[tuple[int, str]],
                          batch_size: int = 256) -> None:
     """Refuse a row whose prompt cannot be sampled from: longer than the smallest of ``limits``.

@@ -24,7 +24,7 @@ from .advantages import TRL_ESTIMATOR
 from .card import HIR_PAPER, add_hir_section, card_dataset_name, card_fields, hir_card_section
 from .compat import check_trainer_arguments
 from .configs import HiRConfig, check_batch_layout
-from .data import check_prompt_lengths, normalize_dataset
+from .data import check_prompt_lengths, normalize_dataset, prompt_length_limits
 from .guards import NonFiniteGuard
 from .replay import HIR_STATE_FILE, restore_checkpoint_state, save_checkpoint_state
 from .rewards import Judge, SoftConstraintsWithoutJudgeError, check_soft_constraints_judged, trainer_reward
@@ -145,13 +145,10 @@ class HiRTrainer(GRPOTrainer):
             self._timer = StepTimer(torch.cuda.synchronize)
         # KL in the reward (released code): HiR takes beta as the KL-in-reward coefficient, TRL's KL loss term off
         self.kl_coef = trl_adapter.move_kl_to_reward(self) if args.kl_in_reward else 0.0
-        context = getattr(self.accelerator.unwrap_model(self.model).config, "max_position_embeddings", None)
-        limits = []  # a prompt must leave room to sample (`hir_trl.data.check_prompt_lengths`)
-        if args.max_prompt_length is not None:
-            limits.append((args.max_prompt_length, f"max_prompt_length ({args.max_prompt_length})"))
-        if isinstance(context, int) and context > 0:
-            limits.append((context - (self.max_completion_length or 0), f"the model's context of {context} tokens "
-                           f"(max_position_embeddings) less max_completion_length ({self.max_completion_length or 0})"))
+        limits = prompt_length_limits(  # a prompt must leave room to sample (`hir_trl.data.check_prompt_lengths`)
+            args.max_prompt_length,
+            getattr(self.accelerator.unwrap_model(self.model).config, "max_position_embeddings", None),
+            self.max_completion_length)
         for name, dataset in (("train_dataset", self.train_dataset), ("eval_dataset", self.eval_dataset)):
             for part, split in (dataset.items() if isinstance(dataset, dict) else [(None, dataset)]):
                 check_prompt_lengths(split, name if part is None else f"{name}[{part!r}]",
