@@ -35,6 +35,20 @@ def test_same_run_names_what_differs():
     assert len(differences) == 2 and "hir/replayed_rows" in differences[0] and "verdicts" in differences[1]
 
 
+@pytest.mark.parametrize("key", rounds.SAME_KEYS)
+def test_same_run_compares_each_preregistered_key_and_not_later_metrics(key):
+    """A rerun at a later commit logs metrics the committed record predates (``hir/padded_rows``): still the same
+    run; any pre-registered key that differs is named."""
+    a = _record(0, 0.2)
+    for k in rounds.SAME_KEYS:
+        a["logs"][0].setdefault(k, 1.0)
+    b = copy.deepcopy(a)
+    b["logs"][0].update({"hir/padded_rows": 0.0, "hir/replay_ratio_mean": 1.02})
+    assert rounds.same_run(a, b) == []
+    b["logs"][0][key] = a["logs"][0][key] + 1
+    assert rounds.same_run(a, b) == [f"step 1 {key}: {a['logs'][0][key]!r} != {b['logs'][0][key]!r}"]
+
+
 def test_same_run_on_the_committed_cross_machine_rerun(capsys):
     """The decisive hir_cla seed 0, packed in runs.jsonl, and its rerun on another machine (checks.jsonl) are one
     run; seed 1 is not seed 0."""
@@ -118,18 +132,23 @@ def test_round_preregistrations_are_complete(name):
     assert "results-decisive" not in text and "benchmarks/preregistered" not in text
 
 
-def test_a_round_without_records_has_a_no_records_yet_entry_and_report():
-    entries = {d["experiment"]: d for d in records.read_decisions()}
+def test_a_round_without_records_has_a_no_records_yet_entry_and_report(tmp_path, monkeypatch):
+    """Each round's entry and report before its first record (its pre-registration alone, in a scratch
+    experiments folder), naming the commit that last changed the pre-registration."""
+    experiments = tmp_path / "benchmarks" / "experiments"
+    monkeypatch.setattr(records, "EXPERIMENTS", experiments)
+    monkeypatch.setattr(rounds, "REPO_ROOT", tmp_path)
     for name in rounds.ROUNDS:
+        path = f"benchmarks/experiments/{name}/preregistration.yaml"
+        (experiments / name).mkdir(parents=True)
+        (tmp_path / path).write_text((REPO / path).read_text())
         fresh = rounds.decision(name)
         assert fresh["status"] == "no records yet" and fresh["seeds"] == [] and fresh["mean_diff_points"] is None
-        path = f"benchmarks/experiments/{name}/preregistration.yaml"
         assert fresh["preregistration"]["path"] == path
         shown = subprocess.run(["git", "-C", str(REPO), "log", "-1", "--format=%H", "--", path],
                                capture_output=True, text=True)
         if shown.returncode == 0 and shown.stdout.strip():  # a checkout with its history
             assert fresh["preregistration"]["commit"] == shown.stdout.strip()
-            assert entries[name] == json.loads(json.dumps(fresh))
         report = rounds.markdown(fresh)
         assert "**No records yet**" in report and path in report
         assert all(f"| {p['name']} |" in report for p in fresh["pairs"])
