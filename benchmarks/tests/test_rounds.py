@@ -211,3 +211,11 @@ def test_run_no_report_writes_the_records_only(monkeypatch):
     for extra in (["--no-report"], []):
         run.main(["--methods", "rl_cr", "--seeds", "0", "--results-dir", "somewhere", *extra])
     assert seen == [(Path("somewhere"), False), (Path("somewhere"), True)]
+
+
+def test_the_rounds_entries_of_decision_json_are_computed_from_their_records():
+    """Each round's entry in decision.json is what `rounds.decision` computes from the committed records (run
+    ``python -m benchmarks.learning.experiments pack`` and ``decide`` after new records)."""
+    entries = {d["experiment"]: d for d in records.read_decisions()}
+    for name in rounds.ROUNDS:
+        assert entries[name] == json.loads(json.dumps(rounds.decision(name))), name
