@@ -220,15 +220,30 @@ def method_overrides(method: str, bench: BenchConfig) -> dict[str, Any]:
 
 
 def run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_path: Path) -> None:
-    """One training run; writes its JSON record to ``out_path``."""
+    """One training run; writes its JSON record to ``out_path``. Runs with ``bench.threads`` torch threads, warnings
+    off and transformers' logger at ERROR, and gives the caller's settings of all three back afterwards (a test that
+    calls it in-process leaves the rest of the session as it was)."""
     import logging
     import warnings
 
     import torch
 
-    torch.set_num_threads(bench.threads)
-    warnings.filterwarnings("ignore")
-    logging.getLogger("transformers").setLevel(logging.ERROR)
+    threads, logger = torch.get_num_threads(), logging.getLogger("transformers")
+    level = logger.level
+    try:
+        with warnings.catch_warnings():
+            torch.set_num_threads(bench.threads)
+            warnings.filterwarnings("ignore")
+            logger.setLevel(logging.ERROR)
+            _run_worker(method, seed, bench, task_dir, out_path)
+    finally:
+        torch.set_num_threads(threads)
+        logger.setLevel(level)
+
+
+def _run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_path: Path) -> None:
+    """`run_worker`'s run, in the settings it sets."""
+    import torch
     from transformers import AutoTokenizer
 
     from benchmarks.learning.profiling import StepProfiler

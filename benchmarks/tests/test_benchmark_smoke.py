@@ -172,7 +172,11 @@ def test_interrupted_run_resumes_from_its_checkpoint(tmp_path, monkeypatch):
     task_dir = ensure_sft_model(TaskConfig(**preset["task"]), root=tmp_path / "cache", log=lambda s: None)
     bench = BenchConfig(**{**preset["bench"], "prompts": 8, "eval_every": 2, "threads": 1})
     straight = tmp_path / "straight.json"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(threads + 1)
     run_worker("hir", 0, bench, task_dir, straight)
+    assert torch.get_num_threads() == threads + 1  # the caller's thread count is given back
+    torch.set_num_threads(threads)
 
     resumable = BenchConfig(**{**dataclasses.asdict(bench), "save_every": 2})
     out = tmp_path / "resumed.json"
