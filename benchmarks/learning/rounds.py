@@ -172,6 +172,29 @@ SIGN_LABELS = {
 }
 
 
+#: What README's "Does it work?" sentence says once a round is complete, by its decision (the round's
+#: ``default_rule:``); a round that is not complete adds nothing.
+README_CLAUSES: dict[str, dict[str, str]] = {
+    "equal-sampling": {
+        "HiR ahead": "at equal sampling the replays save samples (HiR at 6 samples + 2 replays beats RL-CR at 6)",
+        "no useful gain": "at equal sampling the replays do not save samples (HiR at 6 samples + 2 replays is not "
+                          "ahead of RL-CR at 6)",
+        "undecided": "whether the replays save samples at equal sampling (HiR at 6 + 2 against RL-CR at 6) is not "
+                     "established",
+    },
+}
+
+
+def readme_clauses(decisions: Sequence[dict[str, Any]]) -> list[str]:
+    """The `README_CLAUSES` of the complete rounds among ``decisions`` (entries of ``decision.json``).
+
+    Raises:
+        KeyError: a complete round's decision has no clause.
+    """
+    return [README_CLAUSES[d["experiment"]][d["decision"]] for d in decisions
+            if d.get("experiment") in README_CLAUSES and d.get("status") == "complete"]
+
+
 def pairing_check(name: str) -> dict[str, Any]:
     """The round's pairing check from its records: ``method``, ``same_run`` (``None`` while the rerun has no record)
     and the first `same_run` ``differences``."""

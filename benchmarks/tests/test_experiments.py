@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from benchmarks.learning import decisive, experiments, records
+from benchmarks.learning import decisive, experiments, records, rounds
 
 pytest.importorskip("scipy")
 pytest.importorskip("yaml")
@@ -130,6 +130,17 @@ def test_readme_does_it_work_holds_the_generated_table_in_at_most_12_lines():
     assert {row.split(" | ")[0].lstrip("| ") for row in rows} == {"synthetic", "smollm2"}
     assert sum("RL-CR − RL-IR" in row for row in rows) == 2 and sum("− RL-CR" in row for row in rows) == 4
     assert "no HiR arm beats RL-CR" in section[0]
+    for clause in rounds.readme_clauses(records.read_decisions()):  # a complete round's pre-registered sentence
+        assert clause in section[0], clause
+
+
+def test_readme_clauses_follow_each_complete_rounds_decision():
+    entry = {"experiment": "equal-sampling", "status": "interim", "decision": "interim (4 of 20 seeds): undecided"}
+    assert rounds.readme_clauses([entry]) == []
+    for label in ("HiR ahead", "no useful gain", "undecided"):
+        said = rounds.readme_clauses([{**entry, "status": "complete", "decision": label}])
+        assert said == [rounds.README_CLAUSES["equal-sampling"][label]]
+    assert len(set(rounds.README_CLAUSES["equal-sampling"].values())) == 3
 
 
 def test_benchmarks_readme_is_short_and_its_tables_are_generated():
