@@ -229,7 +229,28 @@ def _pair_result(name: str, pair: dict[str, Any], seeds: Sequence[int], complete
                 "mean_diff_points": None, "ci95_low": None, "ci95_high": None}
     if out["complete"] and not complete:  # this pair's seeds are in, the primary pair's are not yet
         out["decision"] = f"interim (the primary pair is not complete): {out['decision']}"
-    return {**head, **out}
+    common = set(out["seeds"])
+    chosen = [[r for r in side if r["seed"] in common] for side in (a, b)]
+    beside = paired.compare(*chosen, bootstrap_reps=1)  # for the area against training seconds only
+    return {**head, **out, "auc_ila_vs_seconds_diff": paired.auc_summary(beside, "seconds"),
+            "cost": {side: arm_cost(runs) for side, runs in zip(("a", "b"), chosen)}}
+
+
+def arm_cost(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What an arm's runs cost, reported beside a decision: ``runs``, ``wall_seconds`` (median, min, max of each
+    run's whole wall time, its held-out evaluations included), ``generated_tokens_per_step`` (mean over every
+    optimizer step of every run, from the step profiler: sampled completions, supplementary samples included) and
+    the ``machines`` (processor, cores, torch's CPU capability, code commit) they ran on."""
+    import statistics
+
+    walls = sorted(r["wall_seconds"] for r in runs if r.get("wall_seconds") is not None)
+    tokens = [s["generated_tokens"] for r in runs for s in r.get("steps", []) if "generated_tokens" in s]
+    machines = sorted({f"{m.get('processor')}, {m.get('cores')} cores, {m.get('cpu_capability')}, code "
+                       f"{str(m.get('code_commit'))[:7]}" for r in runs if (m := r.get("machine"))})
+    return {"runs": len(runs),
+            "wall_seconds": {"median": statistics.median(walls), "min": walls[0], "max": walls[-1]} if walls
+            else None,
+            "generated_tokens_per_step": statistics.fmean(tokens) if tokens else None, "machines": machines}
 
 
 def decision(name: str, bootstrap_reps: int = 10_000) -> dict[str, Any]:
@@ -329,6 +350,33 @@ def markdown(entry: dict[str, Any]) -> str:
         interval = ("- | -" if p["mean_diff_points"] is None else
                     f"{p['mean_diff_points']:+.2f} | [{p['ci95_low']:+.2f}, {p['ci95_high']:+.2f}]")
         lines.append(f"| {p['name']} | {len(p['seeds'])} | {interval} | {p['decision']} |")
+    measured = [p for p in entry["pairs"] if p.get("cost")]
+    if measured:
+        lines += ["", "Beside the decision, deciding nothing (each pair over its common seeds): the bootstrap over "
+                  "seeds and held-out prompts, the paired difference in normalized area under held-out ILA against "
+                  "generated tokens and against training seconds (points; seconds depend on the load the runs "
+                  "shared), and each arm's cost.", "",
+                  "| pair | bootstrap 95% | area vs tokens | area vs seconds |", "|---|---|---|---|"]
+        for p in measured:
+            boot = p.get("bootstrap_seeds_prompts") or {}
+            areas = [p[k] for k in ("auc_ila_vs_tokens_diff", "auc_ila_vs_seconds_diff")]
+            cells = [f"{x['mean']:+.2f} [{x['ci95_low']:+.2f}, {x['ci95_high']:+.2f}]" for x in areas]
+            lines.append(f"| {p['name']} | [{boot['low']:+.2f}, {boot['high']:+.2f}] | {cells[0]} | {cells[1]} |"
+                         if boot else f"| {p['name']} | - | {cells[0]} | {cells[1]} |")
+        lines += ["", "| arm (method in folder) | runs | wall seconds per run, median [min, max] | generated tokens "
+                  "per step | machine |", "|---|---|---|---|---|"]
+        seen = set()
+        for p in measured:
+            for side in ("a", "b"):
+                arm, cost = p[side], p["cost"][side]
+                key = (arm["method"], arm["runs"])
+                if key in seen or not cost["wall_seconds"]:
+                    continue
+                seen.add(key)
+                w = cost["wall_seconds"]
+                tokens = "-" if cost["generated_tokens_per_step"] is None else f"{cost['generated_tokens_per_step']:.0f}"
+                lines.append(f"| `{arm['method']}` in `{arm['runs']}` | {cost['runs']} | {w['median']:.0f} "
+                             f"[{w['min']:.0f}, {w['max']:.0f}] | {tokens} | {'; '.join(cost['machines']) or 'not recorded'} |")
     return "\n".join(lines) + "\n"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import statistics
 import subprocess
 from pathlib import Path
 
@@ -192,6 +193,13 @@ def test_a_round_is_decided_from_its_records_by_its_registered_rule(tmp_path, mo
     assert entry["pairs"][1]["name"] == "HiR default hindsight minus RL-CR" and entry["pairs"][1]["rule"] == "decisive"
     assert entry["pairs"][1]["decision"] in ("HiR ahead", "no useful gain", "undecided")
     assert "| HiR default hindsight minus HiR default | 12 | +2.00 |" in rounds.markdown(entry)
+    cost = entry["pairs"][0]["cost"]
+    assert cost["a"]["runs"] == cost["b"]["runs"] == 12 and cost["a"]["wall_seconds"] == cost["b"]["wall_seconds"]
+    assert cost["a"]["generated_tokens_per_step"] == pytest.approx(
+        statistics.fmean(s["generated_tokens"] for r in hir.values() for s in r["steps"]))
+    areas = entry["pairs"][0]["auc_ila_vs_seconds_diff"]["per_seed"]  # the same curves but a higher last point
+    assert len(areas) == 12 and all(x > 0 for x in areas)
+    assert "| `hir_cla` in `benchmarks/experiments/replay-ratio` | 12 |" in rounds.markdown(entry)
     failed = copy.deepcopy(hir[0])
     failed["logs"][0]["loss"] += 1.0
     records.write_jsonl(folder / "pairing-check" / records.RUNS_FILE, [failed])
