@@ -1,29 +1,29 @@
 #!/usr/bin/env bash
 # The three pre-registered rounds after the decisive experiment, in order: equal sampling, the written objective,
 # the replay ratio (benchmarks/experiments/<round>/preregistration.yaml). Each starts with its pairing check (a rerun
-# of one decisive record at this commit, compared with `benchmarks.learning.rounds check`); when the check fails,
-# the round re-runs its baseline arms at this commit, as its pre-registration says.
-# Run from a frozen worktree of the commit that last changed the pre-registrations, so that later commits cannot
-# change a running sweep, with the records going to the main checkout (EXPERIMENTS):
+# of one decisive record at the round's commit, compared with `benchmarks.learning.rounds check`); when the check
+# fails, the round re-runs its baseline arms at that commit, as its pre-registration says.
+# Run from this checkout with RUN_FROM a frozen worktree of the commit that last changed the pre-registrations: the
+# runs execute that commit's code (so later commits cannot change a running sweep), while the records, the checks
+# and the seed counts are this checkout's:
 #   C=$(git log -1 --format=%H -- benchmarks/experiments/replay-ratio/preregistration.yaml)
-#   git worktree add /tmp/rounds "$C" && cd /tmp/rounds && EXPERIMENTS=/path/to/checkout/benchmarks/experiments \
-#       CACHE_DIR=/path/to/benchmarks/.cache PYTHON=/path/to/venv/bin/python bash benchmarks/sweeps/rounds.sh
-# Records land loose, in EXPERIMENTS/<round>/runs/ (the new arm), EXPERIMENTS/<round>/pairing-check/runs/ and the
+#   git worktree add /tmp/rounds "$C" && RUN_FROM=/tmp/rounds bash benchmarks/sweeps/rounds.sh
+# Records land loose, in benchmarks/experiments/<round>/runs/ (the new arm), .../<round>/pairing-check/runs/ and the
 # fallback's folder; `python -m benchmarks.learning.experiments pack` folds them into each folder's runs.jsonl.
 # Resumable: run the same line again; a (method, seed) with a record there, packed or loose, is skipped, and run.py
 # reuses any record with the same settings and starting checkpoint. ROUNDS (default "equal-sampling
-# written-objective replay-ratio") picks rounds; DECISIVE is the decisive synthetic experiment's folder; JOBS runs at
-# a time (default 2).
+# written-objective replay-ratio") picks rounds; JOBS runs at a time (default 2); PYTHON the interpreter; CACHE_DIR
+# the task cache (default benchmarks/.cache).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # torch's AVX2 kernels, as for every decisive record (they rebuild the registered SFT checkpoint bit for bit)
 export ATEN_CPU_CAPABILITY=${ATEN_CPU_CAPABILITY:-avx2}
 PY=${PYTHON:-python}
-DECISIVE=${DECISIVE:-benchmarks/experiments/decisive-synthetic}
-R=benchmarks/experiments                 # the pre-registrations, committed in this checkout
-E=${EXPERIMENTS:-benchmarks/experiments} # where the records go
-cache=()
-if [ -n "${CACHE_DIR:-}" ]; then cache=(--cache-dir "$CACHE_DIR"); fi
+RUN_FROM=$(cd "${RUN_FROM:-.}" && pwd)    # the code the runs execute (a frozen worktree)
+R=benchmarks/experiments                  # the pre-registrations, committed in RUN_FROM as here
+E=$PWD/benchmarks/experiments             # where the records go
+DECISIVE=$E/decisive-synthetic
+cache=(--cache-dir "${CACHE_DIR:-$PWD/benchmarks/.cache}")
 # the decisive experiment's bench settings (benchmarks/experiments/decisive-synthetic/preregistration.yaml)
 BENCH=(--prompts 512 --prompts-per-step 4 --m 6 --k 2 --learning-rate 2e-4 --max-completion-length 80
        --temperature 1.0 --lambda-0 2.0 --eta 0.05 --eval-every 64 --eval-prompts 128 --eval-samples 16
@@ -35,8 +35,8 @@ runs() {  # PREREG FOLDER METHODS SEEDS EXTRA_JSON: run (or resume) METHODS x SE
   todo=$("$PY" -m benchmarks.learning.rounds missing "$2" "$3" "$4") || return 1
   if [ -z "$todo" ]; then echo "$(date +%T) $3 in $2: every seed of $4 has its record"; return 0; fi
   echo "$(date +%T) $3 in $2: seeds $todo"
-  "$PY" -m benchmarks.learning.run --methods "$3" --seeds "$todo" "${BENCH[@]}" --extra "$5" \
-      --preregistration "$1" --results-dir "$2" --no-report "${cache[@]}"
+  (cd "$RUN_FROM" && PYTHONPATH="$RUN_FROM" "$PY" -m benchmarks.learning.run --methods "$3" --seeds "$todo" \
+      "${BENCH[@]}" --extra "$5" --preregistration "$1" --results-dir "$2" --no-report "${cache[@]}")
 }
 
 paired_with_decisive() {  # ROUND METHOD: rerun the decisive METHOD seed 0 here; 0 when it is the same run, 1 when
