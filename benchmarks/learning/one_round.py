@@ -53,13 +53,14 @@ def _per_step(records: Sequence[dict[str, Any]], key: str) -> float:
 def check(pad_records: Sequence[dict[str, Any]], resample_records: Sequence[dict[str, Any]], seeds: Sequence[int],
           bootstrap_reps: int = 10_000, labels: tuple[str, str] = ("pad", "resample"),
           decide: Callable[[float, float], str] = rule,
-          per_step_keys: Sequence[str] = ("replayed_rows", "supplementary_samples", "generated_tokens")
-          ) -> dict[str, Any]:
+          per_step_keys: Sequence[str] = ("replayed_rows", "supplementary_samples", "generated_tokens"),
+          areas: Sequence[str] = ("tokens",)) -> dict[str, Any]:
     """The check's result over the pre-registered ``seeds`` both arms have; ``complete`` says whether all are in.
 
     A variant against its baseline, paired by seed: ``labels`` name the two arms in the output keys, ``decide`` is
     the pre-registered rule on the 95% interval of the mean difference (points), ``per_step_keys`` the ``hir/*``
-    metrics averaged over every step of each arm.
+    metrics averaged over every step of each arm, ``areas`` the x-axes (``tokens``, ``seconds``) of the reported
+    difference in the area under held-out ILA (``auc_ila_vs_<x>_diff``, `paired.auc_summary`).
 
     Raises:
         ValueError: fewer than two common seeds (no interval).
@@ -81,7 +82,7 @@ def check(pad_records: Sequence[dict[str, Any]], resample_records: Sequence[dict
         "diff_points_per_seed": result["diffs"], f"{labels[0]}_final_ila_points": result["final_a"],
         f"{labels[1]}_final_ila_points": result["final_b"], "bootstrap_seeds_prompts": result.get("bootstrap"),
         "eval_completions": result["eval_completions"],
-        "auc_ila_vs_tokens_diff": paired.auc_summary(result, "tokens"),
+        **{f"auc_ila_vs_{x}_diff": paired.auc_summary(result, x) for x in areas},
         "per_step": {arm: {key: _per_step(records, f"hir/{key}") for key in per_step_keys}
                      for arm, records in zip(labels, (pad, base))},
     }

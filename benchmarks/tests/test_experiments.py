@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from benchmarks.learning import decisive, experiments, records, rounds
+from benchmarks.learning import decisive, experiments, paired, records, rounds
 
 pytest.importorskip("scipy")
 pytest.importorskip("yaml")
@@ -134,13 +134,56 @@ def test_readme_does_it_work_holds_the_generated_table_in_at_most_12_lines():
         assert clause in section[0], clause
 
 
-def test_readme_clauses_follow_each_complete_rounds_decision():
-    entry = {"experiment": "equal-sampling", "status": "interim", "decision": "interim (4 of 20 seeds): undecided"}
+@pytest.mark.parametrize("name", list(rounds.ROUNDS))
+def test_readme_clauses_follow_each_complete_rounds_decision(name):
+    spec = rounds.load_preregistration(records.experiment_dir(name) / records.PREREGISTRATION_FILE)
+    rule = spec["pairs"][0]["rule"]  # the clause follows the primary pair's label
+    labels = rounds.SIGN_LABELS[name] if rule == "sign" else (paired.HIR_AHEAD, paired.NO_USEFUL_GAIN,
+                                                              paired.UNDECIDED)
+    assert set(rounds.README_CLAUSES[name]) == set(labels)
+    assert len(set(rounds.README_CLAUSES[name].values())) == 3
+    entry = {"experiment": name, "status": "interim", "decision": f"interim (4 of 20 seeds): {labels[0]}"}
     assert rounds.readme_clauses([entry]) == []
-    for label in ("HiR ahead", "no useful gain", "undecided"):
+    for label in labels:
         said = rounds.readme_clauses([{**entry, "status": "complete", "decision": label}])
-        assert said == [rounds.README_CLAUSES["equal-sampling"][label]]
-    assert len(set(rounds.README_CLAUSES["equal-sampling"].values())) == 3
+        assert said == [rounds.README_CLAUSES[name][label]]
+
+
+def _entry(name: str) -> dict:
+    return next((d for d in records.read_decisions() if d.get("experiment") == name), {})
+
+
+def test_the_paper_recipes_weighting_follows_the_written_objective_round():
+    """Its default_rule: the paper recipes switch to replay_loss_weighting "paper" if and only if the complete
+    round's primary pair says the written objective helps; until then, and otherwise, they keep "token"."""
+    import yaml
+
+    entry = _entry("written-objective")
+    helps = entry.get("status") == "complete" and entry["decision"] == rounds.SIGN_LABELS["written-objective"][0]
+    paths = [*records.REPO_ROOT.glob("recipes/*/hir/config_paper.yaml"),
+             *records.REPO_ROOT.glob("recipes/*/random_replay/config_paper.yaml"),
+             *records.REPO_ROOT.glob("recipes/*/hir/config_lora_24gb.yaml")]
+    assert len(paths) >= 7
+    from benchmarks.learning import run
+
+    assert run.PAPER_REPLAY.get("replay_loss_weighting", "token") == ("paper" if helps else "token")
+    for path in paths:
+        assert yaml.safe_load(path.read_text())["replay_loss_weighting"] == ("paper" if helps else "token"), path
+
+
+def test_the_replay_ratio_default_follows_the_replay_ratio_round():
+    """Its default_rule: HiRConfig.replay_old_logps becomes "hindsight" if and only if the complete round's primary
+    pair says the hindsight ratio helps; the paper recipes keep "original" either way."""
+    import yaml
+
+    from hir_trl import HiRConfig
+
+    entry = _entry("replay-ratio")
+    helps = entry.get("status") == "complete" and entry["decision"] == rounds.SIGN_LABELS["replay-ratio"][0]
+    default = next(f.default for f in dataclasses.fields(HiRConfig) if f.name == "replay_old_logps")
+    assert default == ("hindsight" if helps else "original")
+    for path in records.REPO_ROOT.glob("recipes/*/hir/config_paper.yaml"):
+        assert yaml.safe_load(path.read_text()).get("replay_old_logps", "original") == "original", path
 
 
 def test_benchmarks_readme_is_short_and_its_tables_are_generated():
