@@ -254,15 +254,23 @@ def _pair_result(name: str, pair: dict[str, Any], seeds: Sequence[int], complete
 def arm_cost(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """What an arm's runs cost, reported beside a decision: ``runs``, ``wall_seconds`` (median, min, max of each
     run's whole wall time, its held-out evaluations included), ``generated_tokens_per_step`` (mean over every
-    optimizer step of every run, from the step profiler: sampled completions, supplementary samples included) and
-    the ``machines`` (processor, cores, torch's CPU capability, code commit) they ran on."""
+    optimizer step of every run, from the step profiler: sampled completions, supplementary samples included),
+    ``held_out_cut_percent`` (held-out step -> mean over runs of the share of held-out completions cut at
+    ``max_completion_length``, percent, for the steps after 0) and the ``machines`` (processor, cores, torch's CPU
+    capability, code commit) they ran on."""
     import statistics
 
     walls = sorted(r["wall_seconds"] for r in runs if r.get("wall_seconds") is not None)
     tokens = [s["generated_tokens"] for r in runs for s in r.get("steps", []) if "generated_tokens" in s]
     machines = sorted({f"{m.get('processor')}, {m.get('cores')} cores, {m.get('cpu_capability')}, code "
                        f"{str(m.get('code_commit'))[:7]}" for r in runs if (m := r.get("machine"))})
+    cut: dict[int, list[float]] = {}
+    for r in runs:
+        for e in r.get("evals", []):
+            if e["step"] > 0 and e.get("truncated_fraction") is not None:
+                cut.setdefault(e["step"], []).append(100 * e["truncated_fraction"])
     return {"runs": len(runs),
+            "held_out_cut_percent": {str(step): statistics.fmean(v) for step, v in sorted(cut.items())},
             "wall_seconds": {"median": statistics.median(walls), "min": walls[0], "max": walls[-1]} if walls
             else None,
             "generated_tokens_per_step": statistics.fmean(tokens) if tokens else None, "machines": machines}
@@ -379,7 +387,7 @@ def markdown(entry: dict[str, Any]) -> str:
             lines.append(f"| {p['name']} | [{boot['low']:+.2f}, {boot['high']:+.2f}] | {cells[0]} | {cells[1]} |"
                          if boot else f"| {p['name']} | - | {cells[0]} | {cells[1]} |")
         lines += ["", "| arm (method in folder) | runs | wall seconds per run, median [min, max] | generated tokens "
-                  "per step | machine |", "|---|---|---|---|---|"]
+                  "per step | held-out completions cut at the limit, by step (%) | machine |", "|---|---|---|---|---|---|"]
         seen = set()
         for p in measured:
             for side in ("a", "b"):
@@ -390,8 +398,10 @@ def markdown(entry: dict[str, Any]) -> str:
                 seen.add(key)
                 w = cost["wall_seconds"]
                 tokens = "-" if cost["generated_tokens_per_step"] is None else f"{cost['generated_tokens_per_step']:.0f}"
+                cut = ", ".join(f"{step}: {v:.1f}" for step, v in cost.get("held_out_cut_percent", {}).items()) or "-"
                 lines.append(f"| `{arm['method']}` in `{arm['runs']}` | {cost['runs']} | {w['median']:.0f} "
-                             f"[{w['min']:.0f}, {w['max']:.0f}] | {tokens} | {'; '.join(cost['machines']) or 'not recorded'} |")
+                             f"[{w['min']:.0f}, {w['max']:.0f}] | {tokens} | {cut} | "
+                             f"{'; '.join(cost['machines']) or 'not recorded'} |")
     return "\n".join(lines) + "\n"
 
 

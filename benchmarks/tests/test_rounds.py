@@ -227,3 +227,19 @@ def test_the_rounds_entries_of_decision_json_are_computed_from_their_records():
     entries = {d["experiment"]: d for d in records.read_decisions()}
     for name in rounds.ROUNDS:
         assert entries[name] == json.loads(json.dumps(rounds.decision(name))), name
+
+
+def test_arm_cost_reports_wall_time_tokens_cut_share_and_machine():
+    runs = [{"wall_seconds": w, "steps": [{"generated_tokens": t}],
+             "evals": [{"step": 0, "truncated_fraction": 0.5}, {"step": 64, "truncated_fraction": c64},
+                       {"step": 128, "truncated_fraction": c128}],
+             "machine": {"processor": "AMD EPYC", "cores": 2, "cpu_capability": "AVX2", "code_commit": "dbd2ab4ce3"}}
+            for w, t, c64, c128 in ((600.0, 1000, 0.25, 0.5), (800.0, 1200, 0.75, 1.0), (700.0, 1100, 0.5, 0.0))]
+    cost = rounds.arm_cost(runs)
+    assert cost["runs"] == 3
+    assert cost["wall_seconds"] == {"median": 700.0, "min": 600.0, "max": 800.0}
+    assert cost["generated_tokens_per_step"] == 1100
+    assert cost["held_out_cut_percent"] == {"64": 50.0, "128": 50.0}  # step 0 (the SFT model) is not an arm's
+    assert cost["machines"] == ["AMD EPYC, 2 cores, AVX2, code dbd2ab4"]
+    bare = rounds.arm_cost([{"wall_seconds": 500.0, "evals": [{"step": 128}]}])
+    assert bare["held_out_cut_percent"] == {} and bare["generated_tokens_per_step"] is None and bare["machines"] == []
