@@ -213,15 +213,15 @@ def readme_clauses(decisions: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def pairing_check(name: str) -> dict[str, Any]:
-    """The round's pairing check from its records: ``method``, ``same_run`` (``None`` while the rerun has no record)
-    and the first `same_run` ``differences``."""
+    """The round's pairing check from its records: ``method``, ``same_run`` (``None`` while the rerun has no record),
+    the first `same_run` ``differences`` and the rerun's `arm_cost` (``cost``, once it has a record)."""
     method = FALLBACK[name][0]
     rerun = records.find(records.experiment_dir(name) / "pairing-check", method, 0)
     committed = records.find(records.experiment_dir("decisive-synthetic"), method, 0)
     if rerun is None or committed is None:
         return {"method": method, "same_run": None, "differences": []}
     differences = same_run(committed, rerun)
-    return {"method": method, "same_run": not differences, "differences": differences[:5]}
+    return {"method": method, "same_run": not differences, "differences": differences[:5], "cost": arm_cost([rerun])}
 
 
 def _pair_result(name: str, pair: dict[str, Any], seeds: Sequence[int], complete: bool,
@@ -251,13 +251,19 @@ def _pair_result(name: str, pair: dict[str, Any], seeds: Sequence[int], complete
     return {**head, **out, "cost": {side: arm_cost(runs) for side, runs in zip(("a", "b"), chosen)}}
 
 
+#: The replay ratio's mechanism, per logged step (the replay-ratio pre-registration reports it beside its decision):
+#: the replays' mean ratio pi(y|q')/pi_old and clipped share, and TRL's clipped share of all tokens.
+MECHANISM_KEYS = ("hir/replay_ratio_mean", "hir/replay_clip_ratio", "clip_ratio/region_mean")
+
+
 def arm_cost(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """What an arm's runs cost, reported beside a decision: ``runs``, ``wall_seconds`` (median, min, max of each
     run's whole wall time, its held-out evaluations included), ``generated_tokens_per_step`` (mean over every
     optimizer step of every run, from the step profiler: sampled completions, supplementary samples included),
     ``held_out_cut_percent`` (held-out step -> mean over runs of the share of held-out completions cut at
-    ``max_completion_length``, percent, for the steps after 0) and the ``machines`` (processor, cores, torch's CPU
-    capability, code commit) they ran on."""
+    ``max_completion_length``, percent, for the steps after 0), ``mechanism`` (each of `MECHANISM_KEYS` -> its mean
+    over every logged step of every run that logs it; absent from records older than the metric) and the
+    ``machines`` (processor, cores, torch's CPU capability, code commit) they ran on."""
     import statistics
 
     walls = sorted(r["wall_seconds"] for r in runs if r.get("wall_seconds") is not None)
@@ -269,7 +275,9 @@ def arm_cost(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         for e in r.get("evals", []):
             if e["step"] > 0 and e.get("truncated_fraction") is not None:
                 cut.setdefault(e["step"], []).append(100 * e["truncated_fraction"])
-    return {"runs": len(runs),
+    logged = {key: [e[key] for r in runs for e in r.get("logs", []) if e.get(key) is not None]
+              for key in MECHANISM_KEYS}
+    return {"runs": len(runs), "mechanism": {key: statistics.fmean(v) for key, v in logged.items() if v},
             "held_out_cut_percent": {str(step): statistics.fmean(v) for step, v in sorted(cut.items())},
             "wall_seconds": {"median": statistics.median(walls), "min": walls[0], "max": walls[-1]} if walls
             else None,
@@ -387,7 +395,8 @@ def markdown(entry: dict[str, Any]) -> str:
             lines.append(f"| {p['name']} | [{boot['low']:+.2f}, {boot['high']:+.2f}] | {cells[0]} | {cells[1]} |"
                          if boot else f"| {p['name']} | - | {cells[0]} | {cells[1]} |")
         lines += ["", "| arm (method in folder) | runs | wall seconds per run, median [min, max] | generated tokens "
-                  "per step | held-out completions cut at the limit, by step (%) | machine |", "|---|---|---|---|---|---|"]
+                  "per step | held-out completions cut at the limit, by step (%) | replay ratio mean, replay clip "
+                  "ratio, TRL clip ratio (mean per step) | machine |", "|---|---|---|---|---|---|---|"]
         seen = set()
         for p in measured:
             for side in ("a", "b"):
@@ -399,9 +408,19 @@ def markdown(entry: dict[str, Any]) -> str:
                 w = cost["wall_seconds"]
                 tokens = "-" if cost["generated_tokens_per_step"] is None else f"{cost['generated_tokens_per_step']:.0f}"
                 cut = ", ".join(f"{step}: {v:.1f}" for step, v in cost.get("held_out_cut_percent", {}).items()) or "-"
+                mech = ", ".join("-" if (v := cost.get("mechanism", {}).get(k)) is None else f"{v:.3f}"
+                                 for k in MECHANISM_KEYS)
                 lines.append(f"| `{arm['method']}` in `{arm['runs']}` | {cost['runs']} | {w['median']:.0f} "
-                             f"[{w['min']:.0f}, {w['max']:.0f}] | {tokens} | {cut} | "
+                             f"[{w['min']:.0f}, {w['max']:.0f}] | {tokens} | {cut} | {mech} | "
                              f"{'; '.join(cost['machines']) or 'not recorded'} |")
+        rerun = entry["pairing_check"].get("cost")
+        if rerun and rerun["wall_seconds"]:
+            w = rerun["wall_seconds"]
+            mech = ", ".join("-" if (v := rerun["mechanism"].get(k)) is None else f"{v:.3f}" for k in MECHANISM_KEYS)
+            cut = ", ".join(f"{step}: {v:.1f}" for step, v in rerun["held_out_cut_percent"].items()) or "-"
+            lines.append(f"| `{check['method']}` seed 0, the pairing-check rerun | 1 | {w['median']:.0f} | "
+                         f"{rerun['generated_tokens_per_step']:.0f} | {cut} | {mech} | "
+                         f"{'; '.join(rerun['machines']) or 'not recorded'} |")
     return "\n".join(lines) + "\n"
 
 

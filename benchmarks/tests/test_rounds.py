@@ -235,11 +235,16 @@ def test_arm_cost_reports_wall_time_tokens_cut_share_and_machine():
                        {"step": 128, "truncated_fraction": c128}],
              "machine": {"processor": "AMD EPYC", "cores": 2, "cpu_capability": "AVX2", "code_commit": "dbd2ab4ce3"}}
             for w, t, c64, c128 in ((600.0, 1000, 0.25, 0.5), (800.0, 1200, 0.75, 1.0), (700.0, 1100, 0.5, 0.0))]
+    runs[0]["logs"] = [{"hir/replay_ratio_mean": 0.75, "hir/replay_clip_ratio": 0.25, "clip_ratio/region_mean": 0.0},
+                       {"hir/replay_ratio_mean": 1.25, "hir/replay_clip_ratio": None, "clip_ratio/region_mean": 0.5}]
+    runs[1]["logs"] = [{"loss": 0.1}]  # a record older than the metrics
     cost = rounds.arm_cost(runs)
+    assert cost["mechanism"] == {"hir/replay_ratio_mean": 1.0, "hir/replay_clip_ratio": 0.25,
+                                 "clip_ratio/region_mean": 0.25}
     assert cost["runs"] == 3
     assert cost["wall_seconds"] == {"median": 700.0, "min": 600.0, "max": 800.0}
     assert cost["generated_tokens_per_step"] == 1100
     assert cost["held_out_cut_percent"] == {"64": 50.0, "128": 50.0}  # step 0 (the SFT model) is not an arm's
     assert cost["machines"] == ["AMD EPYC, 2 cores, AVX2, code dbd2ab4"]
     bare = rounds.arm_cost([{"wall_seconds": 500.0, "evals": [{"step": 128}]}])
-    assert bare["held_out_cut_percent"] == {} and bare["generated_tokens_per_step"] is None and bare["machines"] == []
+    assert bare["held_out_cut_percent"] == {} and bare["mechanism"] == {} and bare["generated_tokens_per_step"] is None and bare["machines"] == []
