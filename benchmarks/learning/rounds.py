@@ -352,6 +352,17 @@ def _seeds_text(seeds: Sequence[int]) -> str:
         map(str, seeds))
 
 
+def _cost_row(label: str, cost: dict[str, Any]) -> str:
+    """One row of a report's arm table from an `arm_cost`."""
+    w = cost["wall_seconds"]
+    wall = f"{w['median']:.0f}" if cost["runs"] == 1 else f"{w['median']:.0f} [{w['min']:.0f}, {w['max']:.0f}]"
+    tokens = "-" if cost["generated_tokens_per_step"] is None else f"{cost['generated_tokens_per_step']:.0f}"
+    cut = ", ".join(f"{step}: {v:.1f}" for step, v in cost.get("held_out_cut_percent", {}).items()) or "-"
+    mech = ", ".join("-" if (v := cost.get("mechanism", {}).get(k)) is None else f"{v:.3f}" for k in MECHANISM_KEYS)
+    return (f"| {label} | {cost['runs']} | {wall} | {tokens} | {cut} | {mech} | "
+            f"{'; '.join(cost['machines']) or 'not recorded'} |")
+
+
 def markdown(entry: dict[str, Any]) -> str:
     """A round's ``report.md`` from its `decision` entry."""
     prereg, seeds = entry["preregistration"], entry["seeds_preregistered"]
@@ -405,22 +416,10 @@ def markdown(entry: dict[str, Any]) -> str:
                 if key in seen or not cost["wall_seconds"]:
                     continue
                 seen.add(key)
-                w = cost["wall_seconds"]
-                tokens = "-" if cost["generated_tokens_per_step"] is None else f"{cost['generated_tokens_per_step']:.0f}"
-                cut = ", ".join(f"{step}: {v:.1f}" for step, v in cost.get("held_out_cut_percent", {}).items()) or "-"
-                mech = ", ".join("-" if (v := cost.get("mechanism", {}).get(k)) is None else f"{v:.3f}"
-                                 for k in MECHANISM_KEYS)
-                lines.append(f"| `{arm['method']}` in `{arm['runs']}` | {cost['runs']} | {w['median']:.0f} "
-                             f"[{w['min']:.0f}, {w['max']:.0f}] | {tokens} | {cut} | {mech} | "
-                             f"{'; '.join(cost['machines']) or 'not recorded'} |")
+                lines.append(_cost_row(f"`{arm['method']}` in `{arm['runs']}`", cost))
         rerun = entry["pairing_check"].get("cost")
         if rerun and rerun["wall_seconds"]:
-            w = rerun["wall_seconds"]
-            mech = ", ".join("-" if (v := rerun["mechanism"].get(k)) is None else f"{v:.3f}" for k in MECHANISM_KEYS)
-            cut = ", ".join(f"{step}: {v:.1f}" for step, v in rerun["held_out_cut_percent"].items()) or "-"
-            lines.append(f"| `{check['method']}` seed 0, the pairing-check rerun | 1 | {w['median']:.0f} | "
-                         f"{rerun['generated_tokens_per_step']:.0f} | {cut} | {mech} | "
-                         f"{'; '.join(rerun['machines']) or 'not recorded'} |")
+            lines.append(_cost_row(f"`{check['method']}` seed 0, the pairing-check rerun", rerun))
     return "\n".join(lines) + "\n"
 
 
