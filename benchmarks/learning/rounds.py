@@ -131,11 +131,13 @@ def _finals(folder: Path, method: str) -> dict[int, float]:
     return {r["seed"]: 100 * paired.final_eval(r)["ila"] for r in paired.load_runs(folder).get(method, [])}
 
 
-def seeds_to_run(spec: dict[str, Any], repo: Path = REPO_ROOT) -> list[int]:
+def seeds_to_run(spec: dict[str, Any], repo: Path | None = None) -> list[int]:
     """The new arm's seeds to run now: the registered ``seeds``; once each has a record, those plus the
     re-estimation seeds (``reestimation``: ``target_half_width``, ``max_seeds_per_arm``) that the sd of the primary
     pair's differences on the registered seeds asks for (blinded: the mean is not looked at). The primary pair is
-    ``pairs[0]``, whose sides ``a`` and ``b`` each name a ``method`` and the record folder (``runs``) of its records."""
+    ``pairs[0]``, whose sides ``a`` and ``b`` each name a ``method`` and the record folder (``runs``, relative to
+    ``repo``, by default `REPO_ROOT` as it is at the call) of its records."""
+    repo = REPO_ROOT if repo is None else repo
     seeds = list(spec["seeds"])
     clause = spec.get("reestimation")
     if not clause:
