@@ -304,8 +304,8 @@ def _run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_
                 "hir/filler_samples", "hir/replayed_rows", "hir/replayed_fraction", "hir/rows_per_group",
                 "hir/groups_all_failed", "hir/lambda", "hir/replay_integrity_mean", "hir/relabelled_constraints",
                 "hir/padded_rows", "hir/replay_ratio_mean", "hir/replay_clip_ratio", "completions/mean_length",
-                "step_time", "loss", "entropy", "clip_ratio/high_mean", "clip_ratio/low_mean",
-                "clip_ratio/region_mean", "verify/errors")
+                "completions/clipped_ratio", "step_time", "loss", "entropy", "clip_ratio/high_mean",
+                "clip_ratio/low_mean", "clip_ratio/region_mean", "verify/errors")
         logs = [{"step": e["step"], **{k: e[k] for k in e if k in keep or k.startswith("hir/seconds_")}}
                 for e in trainer.state.log_history if "loss" in e or "reward/ila" in e]
         final_model = None
