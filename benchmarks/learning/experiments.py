@@ -11,7 +11,7 @@ of ``benchmarks/experiments/decision.json``. Three commands, run from the reposi
 ``report`` reads only ``decision.json`` and the derived files beside the records (``constraints.json``,
 ``replay-audit.json``), so it takes a second; ``decide`` reruns every experiment's decision rule on its records
 (`benchmarks.learning.decisive`, the rounds' modules `one_round`, `relabel`, `ended_replays`, and `rounds` for the
-three rounds after the decisive experiment). ``pack`` also packs the record folders inside an experiment's folder
+rounds after the decisive experiment). ``pack`` also packs the record folders inside an experiment's folder
 (a round's ``pairing-check/`` and fallback baselines).
 """
 
@@ -43,6 +43,8 @@ ROUNDS: dict[str, tuple[Callable[[], Any], Callable[[dict[str, Any]], str], str]
                           "HiR paper: written objective - as run"),
     "replay-ratio": (lambda: rounds.write_decisions(["replay-ratio"]), rounds.markdown,
                      "HiR default: hindsight ratio - original"),
+    "binary-hir": (lambda: rounds.write_decisions(["binary-hir"]), rounds.markdown,
+                   "HiR on the binary reward (ILA) - RL-IR (GRPO)"),
 }
 #: How the tables name each family's arms.
 ARM_NAMES = {"trl": {"hir_default": "HiR default", "rl_cr": "RL-CR", "rl_ir": "RL-IR"},

@@ -1,5 +1,5 @@
-"""Helpers of the three pre-registered rounds after the decisive experiment (``benchmarks/experiments/<round>/
-preregistration.yaml``: ``equal-sampling``, ``written-objective``, ``replay-ratio``), run by
+"""Helpers of the pre-registered rounds after the decisive experiment (``benchmarks/experiments/<round>/
+preregistration.yaml``: ``equal-sampling``, ``written-objective``, ``replay-ratio``, ``binary-hir``), run by
 ``benchmarks/sweeps/rounds.sh``. Every record is read through `benchmarks.learning.records`: an experiment folder's
 packed ``runs.jsonl`` and its loose ``runs/*.json``; a round's pairing-check rerun and its fallback baselines are
 record folders of their own inside the round's folder (``pairing-check/``, and the one its ``pairing_check:`` names).
@@ -9,15 +9,16 @@ record folders of their own inside the round's folder (``pairing-check/``, and t
   logged step's loss, rewards, replays and tokens, and every held-out verdict) for the round's new arm to be paired
   with the decisive records. A and B are each a record folder, a ``.jsonl`` file of records or one record's
   ``.json``. Exit 0 when they are the same run, `NOT_THE_SAME` (3, and the differences) when not, 2 when a record
-  is missing (1 stays Python's own: a crash is never read as "not the same run").
+  is missing (1 stays Python's own: a crash is never read as "not the same run"). A round whose pairs reuse records
+  of two code paths checks one record of each (`MORE_CHECKS`).
 - ``seeds PREREG [--a-runs FOLDER] [--b-runs FOLDER]``: the seeds of the round's new arm to run now: its registered seeds, plus, once they are all in,
   the re-estimation seeds its ``reestimation`` clause asks for (blinded to the mean: the sd of the primary pair's
   paired differences on the registered seeds, `paired.seeds_for_half_width`, capped).
 - ``missing FOLDER METHODS SEEDS``: the seeds (comma-separated) of which some method has no record in FOLDER yet.
 - `decision` / `write_decisions`: each round's entry of ``benchmarks/experiments/decision.json`` (run by
-  ``python -m benchmarks.learning.experiments decide``): its pairing check, and each registered pair's 95% t-interval
-  and label (``rule: sign`` with the round's `SIGN_LABELS`, ``rule: decisive`` with `paired.decide`), over the
-  baselines `FALLBACK` names when the check failed; `markdown` its ``report.md``.
+  ``python -m benchmarks.learning.experiments decide``): its pairing checks, and each registered pair's 95%
+  t-interval and label (``rule: sign`` with the round's `SIGN_LABELS`, ``rule: decisive`` with `paired.decide`), over
+  the baselines `FALLBACK` and `MORE_CHECKS` name when a check failed; `markdown` its ``report.md``.
 
 Usage (from the repository root)::
 
@@ -80,11 +81,12 @@ def same_run(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return out
 
 
-#: The three rounds, in the order `benchmarks/sweeps/rounds.sh` runs them: experiment -> the title of its report.
+#: The rounds, in the order `benchmarks/sweeps/rounds.sh` runs them: experiment -> the title of its report.
 ROUNDS = {
     "equal-sampling": "Equal sampling: HiR default (6 samples + 2 replays) against RL-CR with 6 samples",
     "written-objective": "The written objective: HiR paper with replay_loss_weighting paper against HiR paper as run",
     "replay-ratio": "The replay ratio: HiR default with replay_old_logps hindsight against original",
+    "binary-hir": "The binary reward: HiR on ILA (positive replays of ended completions) against RL-IR",
 }
 NO_RECORDS = "no records yet"
 
@@ -165,12 +167,20 @@ FALLBACK: dict[str, tuple[str, dict[int, tuple[str, str] | None]]] = {
     "equal-sampling": ("rl_cr", {0: ("a", "hir_cla")}),
     "written-objective": ("hir_paper_rpp", {0: ("b", "baselines"), 1: ("b", "baselines"), 2: None}),
     "replay-ratio": ("hir_cla", {0: ("b", "baseline")}),
+    "binary-hir": ("rl_ir", {0: ("b", "baselines"), 1: ("b", "baselines")}),
+}
+#: Per round whose pairs reuse decisive records of more than one code path: each further pairing check's method
+#: (its decisive record of seed 0, rerun into the same ``pairing-check/`` folder) -> where its failure sends the pairs
+#: it governs, as in `FALLBACK`.
+MORE_CHECKS: dict[str, dict[str, dict[int, tuple[str, str] | None]]] = {
+    "binary-hir": {"hir_cla": {2: ("b", "baselines")}},
 }
 #: Each round's labels of a ``rule: sign`` pair (its ``decision_rule:``): lower bound > 0, upper bound < 0, otherwise.
 SIGN_LABELS = {
     "equal-sampling": ("two more samples help", "they hurt", "unchanged within the noise"),
     "written-objective": ("the written objective helps", "the written objective hurts", "unchanged within the noise"),
     "replay-ratio": ("the hindsight ratio helps", "the hindsight ratio hurts", "unchanged within the noise"),
+    "binary-hir": ("the binary reward is ahead", "the binary reward is behind", "unchanged within the noise"),
 }
 
 
@@ -201,6 +211,15 @@ README_CLAUSES: dict[str, dict[str, str]] = {
         "unchanged within the noise": "a replay ratio of 1 (replay_old_logps: hindsight) leaves HiR default level "
                                       "within the noise, which keeps the paper's ratio",
     },
+    "binary-hir": {  # the primary pair, HiR on ILA minus RL-IR; word for word its pre-registration's default_rule
+        "HiR ahead": "with the binary reward alone the replays make HiR learn: HiR on ILA (positive replays of ended "
+                     "completions) beats RL-IR on the synthetic task",
+        "no useful gain": "with the binary reward alone the replays do not make HiR learn better: HiR on ILA (positive "
+                          "replays of ended completions) gains less than a point over RL-IR on the synthetic task, if "
+                          "anything",
+        "undecided": "whether the replays make the binary reward learn (HiR on ILA, positive replays of ended "
+                     "completions, against RL-IR on the synthetic task) is not established",
+    },
 }
 
 
@@ -214,10 +233,11 @@ def readme_clauses(decisions: Sequence[dict[str, Any]]) -> list[str]:
             if d.get("experiment") in README_CLAUSES and d.get("status") == "complete"]
 
 
-def pairing_check(name: str) -> dict[str, Any]:
-    """The round's pairing check from its records: ``method``, ``same_run`` (``None`` while the rerun has no record),
-    the first `same_run` ``differences`` and the rerun's `arm_cost` (``cost``, once it has a record)."""
-    method = FALLBACK[name][0]
+def pairing_check(name: str, method: str | None = None) -> dict[str, Any]:
+    """The round's pairing check of ``method`` (by default its `FALLBACK` one) from its records: ``method``,
+    ``same_run`` (``None`` while the rerun has no record), the first `same_run` ``differences`` and the rerun's
+    `arm_cost` (``cost``, once it has a record)."""
+    method = FALLBACK[name][0] if method is None else method
     rerun = records.find(records.experiment_dir(name) / "pairing-check", method, 0)
     committed = records.find(records.experiment_dir("decisive-synthetic"), method, 0)
     if rerun is None or committed is None:
@@ -289,12 +309,14 @@ def arm_cost(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def decision(name: str, bootstrap_reps: int = 10_000) -> dict[str, Any]:
     """The round ``name``'s entry of ``decision.json``, from its pre-registration and records.
 
-    While it has none: ``status`` and ``decision`` "no records yet", the registered arm, override, seeds and pairs,
-    and the pre-registration's path and commit (the last commit that changed it, what its runs will record). Then:
-    the pairing check (`pairing_check`; when it failed, the pairs `FALLBACK` names read the round's own baseline
-    records), every pair's 95% t-interval and label over the seeds to run (`seeds_to_run`), ``status`` "interim"
-    until each of those seeds has its record, then "complete"; the first pair's figures and label at the top
-    (``decision``), each pair's in ``pairs``; the path and commit the round's records name.
+    While it has none: ``status`` and ``decision`` "no records yet", the registered arm, override (``{}`` for a
+    round whose arm is a method of its own), seeds and pairs, and the pre-registration's path and commit (the last
+    commit that changed it, what its runs will record). Then: the pairing check (`pairing_check`; when it failed,
+    the pairs `FALLBACK` names read the round's own baseline records) and, for a round of `MORE_CHECKS`, each further
+    one (``more_pairing_checks``, the same way), every pair's 95% t-interval and label over the seeds to run
+    (`seeds_to_run`), ``status`` "interim" until each of those seeds has its record, then "complete"; the first
+    pair's figures and label at the top (``decision``), each pair's in ``pairs``; the path and commit the round's
+    records name.
     """
     from benchmarks.learning.decisive import committed_at
 
@@ -306,7 +328,7 @@ def decision(name: str, bootstrap_reps: int = 10_000) -> dict[str, Any]:
     clause = spec.get("reestimation") or {}
     entry: dict[str, Any] = {
         "experiment": name, "status": NO_RECORDS, "decision": NO_RECORDS, "complete": False,
-        "arm": spec["arm"], "override": json.loads(spec["bench"]["extra"]), "seeds": [],
+        "arm": spec["arm"], "override": json.loads(spec["bench"].get("extra") or "{}"), "seeds": [],
         "seeds_preregistered": list(spec["seeds"]),
         **({"max_seeds_per_arm": clause["max_seeds_per_arm"]} if clause else {}),
         "pairs": [{"name": p["name"], "a": p["a"], "b": p["b"], "rule": p["rule"]} for p in spec["pairs"]],
@@ -316,12 +338,16 @@ def decision(name: str, bootstrap_reps: int = 10_000) -> dict[str, Any]:
     if not found:
         return entry
     check = pairing_check(name)
+    more = [pairing_check(name, method) for method in MORE_CHECKS.get(name, {})]
     pairs = [dict(p, a=dict(p["a"]), b=dict(p["b"])) for p in spec["pairs"]]
-    if check["same_run"] is False:
-        for index, where in FALLBACK[name][1].items():
+    fallbacks = [(check, FALLBACK[name][1]), *((c, MORE_CHECKS[name][c["method"]]) for c in more)]
+    for done, fallback in fallbacks:
+        if done["same_run"] is not False:
+            continue
+        for index, where in fallback.items():
             if where is None:
                 pairs[index] = None
-            else:
+            elif pairs[index] is not None:
                 pairs[index][where[0]]["runs"] = str((folder / where[1]).relative_to(REPO_ROOT))
     pairs = [p for p in pairs if p is not None]
     seeds = seeds_to_run({**spec, "pairs": pairs})
@@ -330,10 +356,17 @@ def decision(name: str, bootstrap_reps: int = 10_000) -> dict[str, Any]:
     results = [_pair_result(name, p, seeds, complete, bootstrap_reps) for p in pairs]
     commits = sorted({r["preregistration"]["commit"] for r in found if r.get("preregistration")})
     top = results[0]
+    failed = [done["method"] for done, _ in fallbacks if done["same_run"] is False]
+    if not failed:
+        baseline = "the decisive records"
+    elif not more:
+        baseline = "re-run at the round's commit (the pairing check failed)"
+    else:
+        baseline = (f"re-run at the round's commit for the pairs that rest on {' and '.join(failed)} (its pairing "
+                    "check failed), the decisive records otherwise")
     entry.update(status="complete" if complete else "interim", decision=top["decision"], complete=complete,
                  seeds=top["seeds"], seeds_to_run=seeds, pairing_check=check,
-                 baseline="the decisive records" if check["same_run"] is not False else
-                 "re-run at the round's commit (the pairing check failed)",
+                 **({"more_pairing_checks": more} if more else {}), baseline=baseline,
                  mean_diff_points=top["mean_diff_points"], ci95_low=top["ci95_low"], ci95_high=top["ci95_high"],
                  pairs=results)
     if commits:
@@ -374,19 +407,23 @@ def markdown(entry: dict[str, Any]) -> str:
              f"Pre-registration: `{prereg['path']}` (commit {prereg['commit']}). Generated by "
              "`python -m benchmarks.learning.experiments report`.", ""]
     if entry["status"] == NO_RECORDS:
-        lines += [f"**No records yet**: the round is pre-registered and not run. New arm: `{entry['arm']}` with "
-                  f"`{json.dumps(entry['override'])}`, seeds {_seeds_text(seeds)}{cap}; its pairing check comes "
-                  "first. Run and resume: `bash benchmarks/sweeps/rounds.sh` (benchmarks/README.md, \"The rounds "
-                  "after the decisive experiment\").", "",
+        override = f"with `{json.dumps(entry['override'])}`" if entry["override"] else "(no override)"
+        checks = "its pairing checks come" if entry["experiment"] in MORE_CHECKS else "its pairing check comes"
+        lines += [f"**No records yet**: the round is pre-registered and not run. New arm: `{entry['arm']}` "
+                  f"{override}, seeds {_seeds_text(seeds)}{cap}; {checks} first. Run and resume: `bash "
+                  "benchmarks/sweeps/rounds.sh` (benchmarks/README.md, \"The rounds after the decisive "
+                  "experiment\").", "",
                   "| pair (a - b, final held-out ILA, points) | a | b | rule |", "|---|---|---|---|"]
         for p in entry["pairs"]:
             lines.append(f"| {p['name']} | `{p['a']['method']}` in `{p['a']['runs']}` | `{p['b']['method']}` in "
                          f"`{p['b']['runs']}` | {p['rule']} |")
         return "\n".join(lines) + "\n"
-    check = entry["pairing_check"]
-    said = {True: "the same run", False: "not the same run", None: "not run yet"}[check["same_run"]]
-    lines += [f"**{entry['status'].capitalize()}.** Pairing check ({check['method']} seed 0 rerun against the "
-              f"decisive record): {said}; baselines: {entry['baseline']}. Seeds to run: "
+    check, more = entry["pairing_check"], entry.get("more_pairing_checks", [])
+    said = {True: "the same run", False: "not the same run", None: "not run yet"}
+    checked = (f"Pairing check ({check['method']} seed 0 rerun against the decisive record): {said[check['same_run']]}"
+               if not more else "Pairing checks (seed 0 rerun against the decisive record): " + "; ".join(
+                   f"{c['method']}: {said[c['same_run']]}" for c in (check, *more)))
+    lines += [f"**{entry['status'].capitalize()}.** {checked}; baselines: {entry['baseline']}. Seeds to run: "
               f"{_seeds_text(entry['seeds_to_run'])}.", "",
               "| pair (a - b, final held-out ILA, points) | seeds | mean | 95% t-interval | decision |",
               "|---|---|---|---|---|"]
@@ -419,9 +456,10 @@ def markdown(entry: dict[str, Any]) -> str:
                     continue
                 seen.add(key)
                 lines.append(_cost_row(f"`{arm['method']}` in `{arm['runs']}`", cost))
-        rerun = entry["pairing_check"].get("cost")
-        if rerun and rerun["wall_seconds"]:
-            lines.append(_cost_row(f"`{check['method']}` seed 0, the pairing-check rerun", rerun))
+        for done in (check, *more):
+            rerun = done.get("cost")
+            if rerun and rerun["wall_seconds"]:
+                lines.append(_cost_row(f"`{done['method']}` seed 0, the pairing-check rerun", rerun))
     return "\n".join(lines) + "\n"
 
 

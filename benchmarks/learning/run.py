@@ -7,8 +7,9 @@ prompts and the same number of trained rows per group (m + k):
 ============== ============================================================================================
 method         HiRConfig
 ============== ============================================================================================
-``hir``        ``num_generations=m, num_replays=k, replay_selection="curriculum", reward_mode="ila"`` (HiR on the
-               paper's binary reward; HiRConfig's default is ``reward_mode="cla"``)
+``hir``        ``num_generations=m, num_replays=k, replay_selection="curriculum", reward_mode="ila",
+               replay_advantage="positive", replay_truncated_completions=False`` (HiR on the paper's binary reward,
+               HiRConfig's replay options pinned; HiRConfig's default is ``reward_mode="cla"``)
 ``random``     ``num_generations=m, num_replays=k, replay_selection="random", reward_mode="ila"``
 ``rl_ir``      ``num_generations=m+k, num_replays=0, reward_mode="ila"`` (plain GRPO, binary reward)
 ``rl_cr``      ``num_generations=m+k, num_replays=0, reward_mode="cla"`` (plain GRPO, constraint-average reward)
@@ -68,6 +69,9 @@ PAPER_REPLAY = dict(replay_selection="curriculum", reward_mode="ila", replay_sco
                     replay_shortfall="resample", replay_old_logps="original", replay_advantage="group",
                     replay_truncated_completions=True, diversity_aggregation="mean", hindsight_relabel="drop")
 DEFAULT_RESULTS = REPO_ROOT / "benchmarks" / "results"
+#: Set for every method before its own overrides: the pre-registered arms were defined when HiRConfig's defaults were
+#: the paper's "resample" and "drop" (--extra overrides them).
+DECISIVE_PINS = dict(replay_shortfall="resample", hindsight_relabel="drop")
 
 
 @dataclasses.dataclass
@@ -196,8 +200,9 @@ class HeldOutEval:
 
 def method_overrides(method: str, bench: BenchConfig) -> dict[str, Any]:
     m, k = bench.m, bench.k
-    if method == "hir":  # HiRConfig's default replay advantage
-        return dict(num_generations=m, num_replays=k, replay_selection="curriculum", reward_mode="ila")
+    if method == "hir":  # HiR on the binary reward, positive replays of ended completions (the binary-hir round's arm)
+        return dict(num_generations=m, num_replays=k, replay_selection="curriculum", reward_mode="ila",
+                    replay_advantage="positive", replay_truncated_completions=False)
     if method == "hir_paper":  # the paper's replay: any failure, a row of its group under the estimator (eq. "hir")
         return dict(num_generations=m, num_replays=k, replay_selection="curriculum", reward_mode="ila",
                     replay_advantage="group", replay_truncated_completions=True)
@@ -269,9 +274,7 @@ def _run_worker(method: str, seed: int, bench: BenchConfig, task_dir: Path, out_
             advantage_estimator="grpo", lambda_0=bench.lambda_0, eta=bench.eta, use_cpu=not cuda, bf16=cuda,
             gradient_checkpointing=False, logging_steps=1, report_to="none", disable_tqdm=True,
             log_completions=False, judge_model="", dataloader_num_workers=0,
-            # the pre-registered arms were defined when the defaults were the paper's "resample" and "drop": kept
-            # for every method (--extra overrides them)
-            replay_shortfall="resample", hindsight_relabel="drop")
+            **DECISIVE_PINS)
         settings.update(overrides)
         settings.update(json.loads(bench.extra) if bench.extra else {})
         settings.setdefault("per_device_train_batch_size", bench.prompts_per_step * settings["num_generations"])

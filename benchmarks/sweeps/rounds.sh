@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
-# The three pre-registered rounds after the decisive experiment, in order: equal sampling, the written objective,
-# the replay ratio (benchmarks/experiments/<round>/preregistration.yaml). Each starts with its pairing check (a rerun
-# of one decisive record at the round's commit, compared with `benchmarks.learning.rounds check`); when the check
-# fails, the round re-runs its baseline arms at that commit, as its pre-registration says.
-# Run from this checkout with RUN_FROM a frozen worktree of the commit that last changed the pre-registrations: the
-# runs execute that commit's code (so later commits cannot change a running sweep), while the records, the checks
-# and the seed counts are this checkout's:
-#   C=$(git log -1 --format=%H -- benchmarks/experiments/replay-ratio/preregistration.yaml)
-#   git worktree add /tmp/rounds "$C" && RUN_FROM=/tmp/rounds bash benchmarks/sweeps/rounds.sh
+# The pre-registered rounds after the decisive experiment, in order: equal sampling, the written objective, the
+# replay ratio, the binary reward (benchmarks/experiments/<round>/preregistration.yaml). Each starts with its pairing
+# check (a rerun of one decisive record at the round's commit, compared with `benchmarks.learning.rounds check`;
+# binary-hir checks two, one per code path its pairs reuse); when a check fails, the round re-runs the baseline arms
+# that rest on it at that commit, as its pre-registration says.
+# Run from this checkout with RUN_FROM a frozen worktree of the commit that last changed the round's
+# pre-registration: the runs execute that commit's code (so later commits cannot change a running sweep), while the
+# records, the checks and the seed counts are this checkout's:
+#   C=$(git log -1 --format=%H -- benchmarks/experiments/binary-hir/preregistration.yaml)
+#   git worktree add /tmp/binary-hir "$C" && ROUNDS=binary-hir RUN_FROM=/tmp/binary-hir bash benchmarks/sweeps/rounds.sh
+# (the first three ran from dbd2ab4's worktree; their records are all in, so they are skipped)
 # Records land loose, in benchmarks/experiments/<round>/runs/ (the new arm), .../<round>/pairing-check/runs/ and the
 # fallback's folder; `python -m benchmarks.learning.experiments pack` folds them into each folder's runs.jsonl.
 # Resumable: run the same line again; a (method, seed) with a record there, packed or loose, is skipped, and run.py
 # reuses any record with the same settings and starting checkpoint. ROUNDS (default "equal-sampling
-# written-objective replay-ratio") picks rounds; JOBS runs at a time (default 2); PYTHON the interpreter; CACHE_DIR
-# the task cache (default benchmarks/.cache).
+# written-objective replay-ratio binary-hir") picks rounds; JOBS runs at a time (default 2; binary-hir registered 1);
+# PYTHON the interpreter; CACHE_DIR the task cache (default benchmarks/.cache).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # torch's AVX2 kernels, as for every decisive record (they rebuild the registered SFT checkpoint bit for bit)
@@ -50,7 +52,7 @@ paired_with_decisive() {  # ROUND METHOD: rerun the decisive METHOD seed 0 here;
   esac
 }
 
-for round in ${ROUNDS:-equal-sampling written-objective replay-ratio}; do
+for round in ${ROUNDS:-equal-sampling written-objective replay-ratio binary-hir}; do
   P=$R/$round/preregistration.yaml
   case $round in
     equal-sampling)
@@ -77,6 +79,16 @@ for round in ${ROUNDS:-equal-sampling written-objective replay-ratio}; do
       runs "$P" "$E/$round" hir_cla "$seeds" '{"replay_old_logps": "hindsight"}'
       if [ $paired = no ]; then runs "$P" "$E/$round/baseline" hir_cla "$seeds" ''; fi
       ;;
-    *) echo "unknown round $round (equal-sampling, written-objective, replay-ratio)" >&2; exit 2 ;;
+    binary-hir)
+      # two pairing checks, both before any run of the arm: rl_ir (the RL-IR and RL-CR pairs' baseline path) and
+      # hir_cla (the replay path, the HiR default pair's baseline)
+      plain=yes; replays=yes
+      paired_with_decisive "$round" rl_ir || plain=no
+      paired_with_decisive "$round" hir_cla || replays=no
+      runs "$P" "$E/$round" hir "$ALL20" ''
+      if [ $plain = no ]; then runs "$P" "$E/$round/baselines" rl_ir,rl_cr "$ALL20" ''; fi
+      if [ $replays = no ]; then runs "$P" "$E/$round/baselines" hir_cla "$ALL20" ''; fi
+      ;;
+    *) echo "unknown round $round (equal-sampling, written-objective, replay-ratio, binary-hir)" >&2; exit 2 ;;
   esac
 done

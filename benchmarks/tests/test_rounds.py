@@ -118,10 +118,13 @@ def test_round_preregistrations_are_complete(name):
     assert spec["experiment"] == name and spec["results_dir"] == f"benchmarks/experiments/{name}"
     for key in ("power", "budget", "command", "resume", "default_rule", "pairing_check"):
         assert spec[key].strip(), key
-    # the same bench settings as the decisive experiment, but the one override
+    # the same bench settings as the decisive experiment (how many run at a time is scheduling only), but the one
+    # override of a decisive arm, or none for an arm that is a method the decisive experiment did not run
     bench = yaml.safe_load((DECISIVE / records.PREREGISTRATION_FILE).read_text())["bench"]
-    assert {k: v for k, v in spec["bench"].items() if k != "extra"} == bench
-    assert json.loads(spec["bench"]["extra"])
+    assert {k: v for k, v in spec["bench"].items() if k not in ("extra", "jobs")} == {
+        k: v for k, v in bench.items() if k != "jobs"}
+    decisive_methods = set(records.by_method(records.load_records(DECISIVE)))
+    assert json.loads(spec["bench"].get("extra") or "{}") or spec["arm"] not in decisive_methods
     # every pair reads an experiment folder: the round's own, or the decisive one, whose records hold the method
     for pair in spec["pairs"]:
         for side in ("a", "b"):
@@ -131,6 +134,26 @@ def test_round_preregistrations_are_complete(name):
                 assert len(records.by_method(records.load_records(REPO / folder))[pair[side]["method"]]) == 20
     text = (records.experiment_dir(name) / records.PREREGISTRATION_FILE).read_text()
     assert "results-decisive" not in text and "benchmarks/preregistered" not in text
+
+
+def test_binary_hir_runs_the_registered_arm_and_its_readme_clauses_are_registered_word_for_word():
+    """The binary-hir round's arm, run.py's `hir`, pins what its pre-registration says (the decisive pins for the
+    shortfall and the rewrite, the binary reward, curriculum selection, positive replays of ended completions); the
+    README clause of each primary label stands word for word in its default_rule."""
+    from benchmarks.learning import run
+
+    spec = rounds.load_preregistration(records.experiment_dir("binary-hir") / records.PREREGISTRATION_FILE)
+    assert spec["arm"] == "hir" and "extra" not in spec["bench"] and "reestimation" not in spec
+    assert spec["seeds"] == list(range(20))
+    settings = {**run.DECISIVE_PINS, **run.method_overrides("hir", run.BenchConfig(m=6, k=2))}
+    assert settings == {"replay_shortfall": "resample", "hindsight_relabel": "drop", "num_generations": 6,
+                        "num_replays": 2, "replay_selection": "curriculum", "reward_mode": "ila",
+                        "replay_advantage": "positive", "replay_truncated_completions": False}
+    assert [(p["a"]["method"], p["b"]["method"], p["rule"]) for p in spec["pairs"]] == [
+        ("hir", "rl_ir", "decisive"), ("hir", "rl_cr", "decisive"), ("hir", "hir_cla", "sign")]
+    for clause in rounds.README_CLAUSES["binary-hir"].values():
+        assert f'"{clause}"' in spec["default_rule"], clause
+    assert set(rounds.MORE_CHECKS["binary-hir"]) == {"hir_cla"} and rounds.FALLBACK["binary-hir"][0] == "rl_ir"
 
 
 def test_a_round_without_records_has_a_no_records_yet_entry_and_report(tmp_path, monkeypatch):
@@ -209,6 +232,53 @@ def test_a_round_is_decided_from_its_records_by_its_registered_rule(tmp_path, mo
     assert entry["pairs"][0]["decision"] == "not run" and entry["pairs"][1]["decision"] != "not run"
     assert yaml.safe_load((folder / records.PREREGISTRATION_FILE).read_text())["pairs"][0]["b"]["runs"].endswith(
         "decisive-synthetic")  # the fallback is the decision's, the pre-registration is not touched
+
+
+def test_binary_hir_is_decided_with_its_two_pairing_checks(tmp_path, monkeypatch):
+    """binary-hir on decisive records: both pairing checks in the one pairing-check folder; a failed hir_cla check
+    sends the HiR default pair, and only it, to the round's baselines folder; a failed rl_ir check the other two."""
+    repo = tmp_path / "repo"
+    experiments = repo / "benchmarks" / "experiments"
+    monkeypatch.setattr(records, "EXPERIMENTS", experiments)
+    monkeypatch.setattr(rounds, "REPO_ROOT", repo)
+    folder = experiments / "binary-hir"
+    folder.mkdir(parents=True)
+    (folder / records.PREREGISTRATION_FILE).write_text(
+        (REPO / "benchmarks" / "experiments" / "binary-hir" / records.PREREGISTRATION_FILE).read_text())
+    decisive = [r for r in records.load_records(DECISIVE) if r["method"] in ("hir_cla", "rl_cr", "rl_ir")]
+    (experiments / "decisive-synthetic").mkdir()
+    records.write_jsonl(experiments / "decisive-synthetic" / records.RUNS_FILE, decisive)
+    by = {(r["method"], r["seed"]): r for r in decisive}
+    entry = rounds.decision("binary-hir", bootstrap_reps=20)
+    assert entry["status"] == "no records yet" and entry["override"] == {}
+    assert "New arm: `hir` (no override)" in rounds.markdown(entry)
+    (folder / "pairing-check").mkdir()
+    records.write_jsonl(folder / "pairing-check" / records.RUNS_FILE, [by["rl_ir", 0], by["hir_cla", 0]])
+    binary = [{**copy.deepcopy(by["hir_cla", s]), "method": "hir"} for s in range(20)]
+    records.write_jsonl(folder / records.RUNS_FILE, binary)
+    entry = rounds.decision("binary-hir", bootstrap_reps=20)
+    assert entry["status"] == "complete" and entry["baseline"] == "the decisive records"
+    assert [c["same_run"] for c in (entry["pairing_check"], *entry["more_pairing_checks"])] == [True, True]
+    assert entry["decision"] == "HiR ahead" and entry["mean_diff_points"] == pytest.approx(7.412109375)
+    assert entry["pairs"][2]["decision"] == "unchanged within the noise"  # the same records: 0 on every seed
+    report = rounds.markdown(entry)
+    assert "Pairing checks (seed 0 rerun against the decisive record): rl_ir: the same run; hir_cla: the same run" in report
+    assert "| `hir_cla` seed 0, the pairing-check rerun |" in report and "| `rl_ir` seed 0, the pairing-check rerun |" in report
+    failed = copy.deepcopy(by["hir_cla", 0])
+    failed["logs"][0]["loss"] += 1.0
+    records.write_jsonl(folder / "pairing-check" / records.RUNS_FILE, [by["rl_ir", 0], failed])
+    entry = rounds.decision("binary-hir", bootstrap_reps=20)
+    assert [p["b"]["runs"] for p in entry["pairs"]] == ["benchmarks/experiments/decisive-synthetic"] * 2 + [
+        "benchmarks/experiments/binary-hir/baselines"]
+    assert entry["pairs"][2]["decision"] == "not run" and entry["status"] == "complete"
+    assert "for the pairs that rest on hir_cla" in entry["baseline"]
+    failed = copy.deepcopy(by["rl_ir", 0])
+    failed["logs"][0]["loss"] += 1.0
+    records.write_jsonl(folder / "pairing-check" / records.RUNS_FILE, [failed, by["hir_cla", 0]])
+    entry = rounds.decision("binary-hir", bootstrap_reps=20)
+    assert [p["b"]["runs"] for p in entry["pairs"]] == ["benchmarks/experiments/binary-hir/baselines"] * 2 + [
+        "benchmarks/experiments/decisive-synthetic"]
+    assert entry["status"] == "interim" and entry["decision"] == "not run"
 
 
 def test_run_no_report_writes_the_records_only(monkeypatch):
