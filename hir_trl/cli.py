@@ -38,6 +38,9 @@ commands:
   synth   attach random verifiable constraints to plain prompts
           (hir-trl synth --dataset_name prompts.jsonl --output out.jsonl --num_constraints 3 --seed 0)
   eval    evaluate instruction following: hir-trl eval score|generate|compare ... (hir-trl eval --help)
+  recipes list the recipes shipped with hir-trl, or copy them: hir-trl recipes copy NAME|--all DEST
+          (hir-trl recipes --help)
+  env     print the versions and platform facts to paste into a bug report
 """
 
 #: Environment variable that makes ``hir-trl train`` show tracebacks of user errors (as ``--debug`` does).
@@ -635,6 +638,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .evaluation import main as eval_main
 
         return eval_main(rest)
+    if command == "recipes":
+        from .recipes import main as recipes_main
+
+        return recipes_main(rest)
+    if command == "env":
+        from .env import main as env_main
+
+        return env_main(rest)
     print(f"hir-trl: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     return 2
 
