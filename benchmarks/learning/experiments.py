@@ -5,11 +5,13 @@ of ``benchmarks/experiments/decision.json``. Three commands, run from the reposi
 
     python -m benchmarks.learning.experiments pack      # fold every loose runs/*.json into its runs.jsonl
     python -m benchmarks.learning.experiments decide    # recompute decision.json from the records (minutes)
-    python -m benchmarks.learning.experiments report    # every report.md and the generated README tables
+    python -m benchmarks.learning.experiments report    # every report.md, the generated README tables, pictures
     python -m benchmarks.learning.experiments report --check   # exit 1 if any of them is out of date
 
-``report`` reads only ``decision.json`` and the derived files beside the records (``constraints.json``,
-``replay-audit.json``), so it takes a second; ``decide`` reruns every experiment's decision rule on its records
+``report`` reads ``decision.json``, the derived files beside the records (``constraints.json``,
+``replay-audit.json``) and, for the pictures (`benchmarks.learning.figures`: the forest plot ``decision.svg``, each
+report's ``curves.svg``), the records, so it takes seconds; ``--check`` compares each picture by the data it shows,
+not its bytes, and needs no matplotlib. ``decide`` reruns every experiment's decision rule on its records
 (`benchmarks.learning.decisive`, the rounds' modules `one_round`, `relabel`, `ended_replays`, and `rounds` for the
 rounds after the decisive experiment). ``pack`` also packs the record folders inside an experiment's folder
 (a round's ``pairing-check/`` and fallback baselines).
@@ -25,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.learning import decisive, ended_replays, one_round, records, relabel, replay_audit, rounds
+from benchmarks.learning import decisive, ended_replays, figures, one_round, records, relabel, replay_audit, rounds
 
 REPORT_FILE = one_round.REPORT_FILE
 README = records.REPO_ROOT / "README.md"
@@ -77,8 +79,9 @@ def _read_json(path: Path) -> Any:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def reports(decisions: Sequence[dict[str, Any]]) -> dict[Path, str]:
-    """Every experiment's ``report.md`` (path -> text), from its decision entries and derived files."""
+def reports(decisions: Sequence[dict[str, Any]], pictures: Sequence[figures.Picture] = ()) -> dict[Path, str]:
+    """Every experiment's ``report.md`` (path -> text), from its decision entries and derived files, and the section
+    that shows its learning curves where ``pictures`` has them (`figures.curves_markdown`)."""
     out = {}
     for spec in decisive_specs():
         folder = spec["folder"]
@@ -92,6 +95,21 @@ def reports(decisions: Sequence[dict[str, Any]]) -> dict[Path, str]:
     for name, (_, markdown, _) in ROUNDS.items():
         if name in by_name:
             out[records.experiment_dir(name) / REPORT_FILE] = markdown(by_name[name])
+    for picture in pictures:
+        report = picture.path.parent / REPORT_FILE
+        if picture.path.name == figures.CURVES_FILE and report in out:
+            out[report] += figures.curves_markdown(picture.data)
+    return out
+
+
+def pictures(decisions: Sequence[dict[str, Any]]) -> list[figures.Picture]:
+    """Every generated picture: the forest plot of ``decision.json`` and the learning curves of each experiment that
+    has a report and records (`benchmarks.learning.figures`)."""
+    out, cache = [figures.forest_picture(decisions)], {}
+    for report in reports(decisions):
+        curves = figures.curves_picture(report.parent.name, decisions, cache)
+        if curves is not None:
+            out.append(curves)
     return out
 
 
@@ -167,10 +185,12 @@ def block(text: str, name: str) -> str:
     return match.group(1)
 
 
-def generated(decisions: Sequence[dict[str, Any]] | None = None) -> dict[Path, str]:
-    """Every generated file's text: the reports, and README.md and benchmarks/README.md with their tables."""
+def generated(decisions: Sequence[dict[str, Any]] | None = None,
+              drawn: Sequence[figures.Picture] | None = None) -> dict[Path, str]:
+    """Every generated file's text: the reports (with the sections that show the ``drawn`` pictures, by default
+    `pictures`), and README.md and benchmarks/README.md with their tables."""
     decisions = records.read_decisions() if decisions is None else decisions
-    out = reports(decisions)
+    out = reports(decisions, pictures(decisions) if drawn is None else drawn)
     out[README] = replace_block(README.read_text(), "results-table", readme_table(decisions))
     text = replace_block(BENCH_README.read_text(), "decisions-table", decisions_table(decisions))
     out[BENCH_README] = replace_block(text, "experiments-table", experiments_table(list(out)))
@@ -202,9 +222,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if ns.command == "decide":
         decide()
-    files = generated()
+    decisions = records.read_decisions()
+    drawn = pictures(decisions)
+    files = generated(decisions, drawn)
     if getattr(ns, "check", False):
-        old = stale(files)
+        old = stale(files) + figures.stale(drawn)  # a picture by the data it shows (figures.py), not its bytes
         for path in old:
             print(f"{path.relative_to(records.REPO_ROOT)} is out of date: run "
                   "python -m benchmarks.learning.experiments report", file=sys.stderr)
@@ -213,6 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not path.is_file() or path.read_text() != text:
             path.write_text(text)
             print(f"wrote {path.relative_to(records.REPO_ROOT)}")
+    for path in figures.write(drawn):
+        print(f"wrote {path.relative_to(records.REPO_ROOT)}")
     return 0
 
 
