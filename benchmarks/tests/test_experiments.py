@@ -119,10 +119,12 @@ def _section(text: str, heading: str) -> list[str]:
     return [line for line in lines[start:end] if line.strip()]
 
 
-def test_readme_does_it_work_holds_the_generated_table_in_at_most_12_lines():
+def test_readme_does_it_work_holds_the_forest_plot_and_the_generated_table_in_at_most_13_lines():
     text = experiments.README.read_text()
     section = _section(text, "## Does it work?")
-    assert len(section) <= 12, section
+    assert len(section) <= 13, section
+    figure = section.index("<!-- results-table:start -->") - 1  # the forest plot, right above the table
+    assert section[figure].startswith("![") and section[figure].endswith("(benchmarks/experiments/decision.svg)")
     table = experiments.readme_table(records.read_decisions())
     assert experiments.block(text, "results-table") == table
     assert "\n".join(section).count("| task | pair | seeds |") == 1

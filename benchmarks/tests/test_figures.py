@@ -152,6 +152,8 @@ def test_the_committed_pictures_show_what_decision_json_and_the_records_hold_now
     for path in experiments.reports(decisions):
         if records.load_records(path.parent):
             assert path.parent.name in curves and "![Learning curves" in texts[path], path
+    assert "](benchmarks/experiments/decision.svg)" in experiments.README.read_text()
+    assert "](experiments/decision.svg)" in experiments.BENCH_README.read_text()
     for picture in pictures:
         assert picture.path.stat().st_size < 100_000, picture.path
 
