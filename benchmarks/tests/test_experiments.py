@@ -201,7 +201,7 @@ def test_report_check_fails_on_a_stale_report(tmp_path, monkeypatch, capsys):
     files = experiments.generated()
     path, text = next(iter(files.items()))
     assert experiments.stale({path: text + "edited by hand\n"}) == [path]
-    monkeypatch.setattr(experiments, "generated", lambda decisions=None: {path: text + "x"})
+    monkeypatch.setattr(experiments, "generated", lambda decisions=None, drawn=None: {path: text + "x"})
     assert experiments.main(["report", "--check"]) == 1
     assert "is out of date" in capsys.readouterr().err
 
