@@ -15,6 +15,12 @@ and a loss by at most 0.38 units of 2**-23, while rewards, advantages and counts
 step's arithmetic (another advantage normaliser, the KL in the reward) moves them by orders of magnitude more, and
 any change of a random draw or of the batch layout changes the discrete part.
 
+Which completions are sampled depends on torch's random streams, which another torch release may draw
+differently (torch 2.6 does; 2.14 draws as 2.13): under a torch other than the one that wrote the record
+(``torch`` in the fixture), a record whose discrete part differs is skipped with that reason, while its floats are
+still compared wherever the discrete part agrees. Under the recording torch (CI's, constraints.txt) nothing is
+skipped.
+
 The fixture is written by the code it checks: ``HIR_RECORD_GOLDEN=1 pytest tests/test_step_golden.py`` records it
 again (only for a deliberate change of behaviour, said so in CHANGELOG.md).
 """
@@ -37,6 +43,9 @@ from hir_trl import HiRTrainer
 from .test_trainer import make_args
 
 GOLDEN = Path(__file__).parent / "data" / "step_golden.json"
+#: The torch release (no local build label) that wrote the record, and the one running.
+RECORDED_TORCH = json.loads(GOLDEN.read_text()).get("torch", "2.13.0")
+RUNNING_TORCH = torch.__version__.split("+")[0]
 #: torch's intra-op threads while recording and checking (the comparison tolerates another count; recording with a
 #: fixed one keeps a re-recorded fixture's diff to what changed).
 THREADS = 2
@@ -178,10 +187,15 @@ def test_two_steps_match_the_golden_record(tmp_path, tiny_model_path, sample_dat
     if os.environ.get("HIR_RECORD_GOLDEN"):
         golden = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
         golden[name] = got
+        golden["torch"] = RUNNING_TORCH
         GOLDEN.parent.mkdir(exist_ok=True)
         GOLDEN.write_text(json.dumps(dict(sorted(golden.items())), sort_keys=True) + "\n")
         pytest.skip(f"recorded {name} into {GOLDEN}")
-    assert differences(json.loads(GOLDEN.read_text())[name], got) == []
+    problems = differences(json.loads(GOLDEN.read_text())[name], got)
+    if RUNNING_TORCH != RECORDED_TORCH and any(p.endswith(" differs") for p in problems):
+        pytest.skip(f"torch {RUNNING_TORCH} samples other completions than torch {RECORDED_TORCH}, which wrote the "
+                    f"record: {problems[0]}")
+    assert problems == []
 
 
 def shifted(value: str | None, units: float) -> str | None:
@@ -248,6 +262,8 @@ def test_one_moved_float_or_discrete_field_is_named(change):
 def test_a_real_change_of_the_step_arithmetic_fails(tmp_path, tiny_model_path, sample_dataset, name, change):
     got = record(tmp_path, tiny_model_path, sample_dataset, {**SCENARIOS[name], **change})
     problems = differences(json.loads(GOLDEN.read_text())[name], got)
+    if RUNNING_TORCH != RECORDED_TORCH and any(p.endswith(" differs") for p in problems):
+        pytest.skip(f"torch {RUNNING_TORCH} samples other completions than torch {RECORDED_TORCH}: {problems[0]}")
     assert any("advantages differs beyond float32 rounding" in p for p in problems), problems
 
 
@@ -270,4 +286,5 @@ def test_the_golden_record_holds_under_each_cpu_kernel(capability):
                           "-k", "test_two_steps_match_the_golden_record"],
                          env=env, capture_output=True, text=True, cwd=Path(__file__).parents[1])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert f"{len(SCENARIOS)} passed" in run.stdout
+    if RUNNING_TORCH == RECORDED_TORCH:
+        assert f"{len(SCENARIOS)} passed" in run.stdout, run.stdout[-3000:]
