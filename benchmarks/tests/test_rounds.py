@@ -178,22 +178,30 @@ def test_a_round_without_records_has_a_no_records_yet_entry_and_report(tmp_path,
         assert all(f"| {p['name']} |" in report for p in fresh["pairs"])
 
 
+def _round_on_decisive_records(tmp_path, monkeypatch, name, methods, max_seed=None):
+    """A scratch repository holding round ``name``'s real pre-registration and the decisive records of ``methods``
+    (seeds below ``max_seed``); returns the round's folder and those records."""
+    repo = tmp_path / "repo"
+    experiments = repo / "benchmarks" / "experiments"
+    monkeypatch.setattr(records, "EXPERIMENTS", experiments)
+    monkeypatch.setattr(rounds, "REPO_ROOT", repo)
+    folder = experiments / name
+    folder.mkdir(parents=True)
+    (folder / records.PREREGISTRATION_FILE).write_text(
+        (REPO / "benchmarks" / "experiments" / name / records.PREREGISTRATION_FILE).read_text())
+    decisive = [r for r in records.load_records(DECISIVE)
+                if r["method"] in methods and (max_seed is None or r["seed"] < max_seed)]
+    (experiments / "decisive-synthetic").mkdir()
+    records.write_jsonl(experiments / "decisive-synthetic" / records.RUNS_FILE, decisive)
+    return folder, decisive
+
+
 def test_a_round_is_decided_from_its_records_by_its_registered_rule(tmp_path, monkeypatch):
     """The replay-ratio round on decisive records: the pairing check, interim figures, the registered rule once the
     seeds are in, and the fallback baseline folder once the pairing check fails."""
     import yaml
 
-    repo = tmp_path / "repo"
-    experiments = repo / "benchmarks" / "experiments"
-    monkeypatch.setattr(records, "EXPERIMENTS", experiments)
-    monkeypatch.setattr(rounds, "REPO_ROOT", repo)
-    folder = experiments / "replay-ratio"
-    folder.mkdir(parents=True)
-    (folder / records.PREREGISTRATION_FILE).write_text(
-        (REPO / "benchmarks" / "experiments" / "replay-ratio" / records.PREREGISTRATION_FILE).read_text())
-    decisive = [r for r in records.load_records(DECISIVE) if r["method"] in ("hir_cla", "rl_cr") and r["seed"] < 12]
-    (experiments / "decisive-synthetic").mkdir()
-    records.write_jsonl(experiments / "decisive-synthetic" / records.RUNS_FILE, decisive)
+    folder, decisive = _round_on_decisive_records(tmp_path, monkeypatch, "replay-ratio", ("hir_cla", "rl_cr"), 12)
     hir = {r["seed"]: r for r in decisive if r["method"] == "hir_cla"}
 
     def hindsight(seed):  # the decisive hir_cla record, 2 points higher at the end
@@ -237,17 +245,7 @@ def test_a_round_is_decided_from_its_records_by_its_registered_rule(tmp_path, mo
 def test_binary_hir_is_decided_with_its_two_pairing_checks(tmp_path, monkeypatch):
     """binary-hir on decisive records: both pairing checks in the one pairing-check folder; a failed hir_cla check
     sends the HiR default pair, and only it, to the round's baselines folder; a failed rl_ir check the other two."""
-    repo = tmp_path / "repo"
-    experiments = repo / "benchmarks" / "experiments"
-    monkeypatch.setattr(records, "EXPERIMENTS", experiments)
-    monkeypatch.setattr(rounds, "REPO_ROOT", repo)
-    folder = experiments / "binary-hir"
-    folder.mkdir(parents=True)
-    (folder / records.PREREGISTRATION_FILE).write_text(
-        (REPO / "benchmarks" / "experiments" / "binary-hir" / records.PREREGISTRATION_FILE).read_text())
-    decisive = [r for r in records.load_records(DECISIVE) if r["method"] in ("hir_cla", "rl_cr", "rl_ir")]
-    (experiments / "decisive-synthetic").mkdir()
-    records.write_jsonl(experiments / "decisive-synthetic" / records.RUNS_FILE, decisive)
+    folder, decisive = _round_on_decisive_records(tmp_path, monkeypatch, "binary-hir", ("hir_cla", "rl_cr", "rl_ir"))
     by = {(r["method"], r["seed"]): r for r in decisive}
     entry = rounds.decision("binary-hir", bootstrap_reps=20)
     assert entry["status"] == "no records yet" and entry["override"] == {}
