@@ -184,8 +184,9 @@ SIGN_LABELS = {
 }
 
 
-#: What README's "Does it work?" sentence says once a round is complete, by its decision (the round's
-#: ``default_rule:``); a round that is not complete adds nothing.
+#: What a round found, in one clause per decision label (the round's ``default_rule:``), once it is complete; a round
+#: that is not complete adds nothing. Every complete round's clause stands in benchmarks/README.md ("The rounds after
+#: the decisive experiment"); those of `README_ROUNDS` also in README's "Does it work?" prose.
 README_CLAUSES: dict[str, dict[str, str]] = {
     "equal-sampling": {
         "HiR ahead": "at equal sampling the replays save samples (HiR at 6 samples + 2 replays beats RL-CR at 6)",
@@ -223,14 +224,23 @@ README_CLAUSES: dict[str, dict[str, str]] = {
 }
 
 
-def readme_clauses(decisions: Sequence[dict[str, Any]]) -> list[str]:
-    """The `README_CLAUSES` of the complete rounds among ``decisions`` (entries of ``decision.json``).
+#: The rounds whose clause README's "Does it work?" prose carries, in its one slot (its second sentence: "On the
+#: paper's central claim, CLAUSE."), once complete: the round about the paper's central claim, whose
+#: pre-registration promises README its clause word for word. README's prose has a fixed size (at most 3 sentences);
+#: the other rounds' clauses stand in benchmarks/README.md only.
+README_ROUNDS: tuple[str, ...] = ("binary-hir",)
+
+
+def readme_clauses(decisions: Sequence[dict[str, Any]], names: Sequence[str] | None = None) -> list[str]:
+    """The `README_CLAUSES` of the complete rounds among ``decisions`` (entries of ``decision.json``), of the rounds
+    ``names`` only when given (`README_ROUNDS`: README's; ``None``: every round's, benchmarks/README.md's).
 
     Raises:
         KeyError: a complete round's decision has no clause.
     """
     return [README_CLAUSES[d["experiment"]][d["decision"]] for d in decisions
-            if d.get("experiment") in README_CLAUSES and d.get("status") == "complete"]
+            if d.get("experiment") in README_CLAUSES and d.get("status") == "complete"
+            and (names is None or d["experiment"] in names)]
 
 
 def pairing_check(name: str, method: str | None = None) -> dict[str, Any]:

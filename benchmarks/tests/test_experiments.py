@@ -131,9 +131,57 @@ def test_readme_does_it_work_holds_the_forest_plot_and_the_generated_table_in_at
     rows = table.splitlines()[2:]
     assert {row.split(" | ")[0].lstrip("| ") for row in rows} == {"synthetic", "smollm2"}
     assert sum("RL-CR − RL-IR" in row for row in rows) == 2 and sum("− RL-CR" in row for row in rows) == 4
-    assert "no HiR arm beats RL-CR" in section[0]
-    for clause in rounds.readme_clauses(records.read_decisions()):  # a complete round's pre-registered sentence
-        assert clause in section[0], clause
+
+
+def _prose(lines: list[str]) -> str:
+    """Markdown lines as they read: every run of white space one space."""
+    return " ".join(" ".join(lines).split())
+
+
+def _sentences(prose: str) -> list[str]:
+    """The sentences of ``prose``: each ends with ".", "!" or "?" and a space (or the end); an unended one counts."""
+    return [s for s in re.split(r"(?<=[.!?])\s+", prose.strip()) if s]
+
+
+def test_sentences_are_counted_by_their_ends():
+    said = _sentences("One; two (a, b). Two: [x](y.md#z). And three")
+    assert said == ["One; two (a, b).", "Two: [x](y.md#z).", "And three"]
+    one = "HiR at 6 + 2 against RL-CR at 6, the replays' gain (the RL-CR − RL-IR rows) of 1.9M and 0.5x."
+    assert _sentences(one) == [one]
+
+
+def test_readme_does_it_work_prose_is_at_most_3_sentences_and_carries_the_readme_rounds_clauses_only():
+    """README's prose above the forest plot has a fixed size: the finding (its opening words as the binary-hir
+    pre-registration keeps them), one slot for the clause of each complete round of `rounds.README_ROUNDS` (word for
+    word, as that pre-registration promises), and a pointer to benchmarks/README.md, where every round's clause is."""
+    section = _section(experiments.README.read_text(), "## Does it work?")
+    figure = next(i for i, line in enumerate(section) if line.startswith("!["))
+    said = _sentences(_prose(section[:figure]))
+    assert len(said) <= 3, said
+    decisions = records.read_decisions()
+    binary = _entry("binary-hir")
+    against_rl_cr = next((p for p in binary.get("pairs", []) if p["name"] == "HiR binary minus RL-CR"), {})
+    hir_ahead = binary.get("status") == "complete" and against_rl_cr.get("decision") == paired.HIR_AHEAD
+    opening = "only HiR on the binary reward beats RL-CR" if hir_ahead else "no HiR arm beats RL-CR"
+    assert said[0].startswith(f"On our pre-registered small-scale tests {opening}"), said[0]
+    assert "(benchmarks/README.md#the-rounds-after-the-decisive-experiment-pre-registered)" in said[-1]
+    clauses = rounds.readme_clauses(decisions, rounds.README_ROUNDS)
+    assert len(said) == 2 + len(clauses) and len(clauses) <= 1  # the one slot, between the two fixed sentences
+    for clause in clauses:
+        assert clause in said[1], clause
+    every = {c for labels in rounds.README_CLAUSES.values() for c in labels.values()}
+    assert {c for c in every if c in " ".join(said)} == set(clauses)
+
+
+def test_benchmarks_readme_carries_every_complete_rounds_clause():
+    text = _prose(experiments.BENCH_README.read_text().splitlines())
+    clauses = rounds.readme_clauses(records.read_decisions())
+    assert {"equal-sampling", "written-objective", "replay-ratio"} <= {
+        d["experiment"] for d in records.read_decisions() if d.get("status") == "complete"}
+    assert len(clauses) >= 3
+    for clause in clauses:  # a complete round's pre-registered finding
+        assert clause in text, clause
+    assert set(rounds.README_ROUNDS) <= set(rounds.README_CLAUSES)
 
 
 @pytest.mark.parametrize("name", list(rounds.ROUNDS))
@@ -145,10 +193,12 @@ def test_readme_clauses_follow_each_complete_rounds_decision(name):
     assert set(rounds.README_CLAUSES[name]) == set(labels)
     assert len(set(rounds.README_CLAUSES[name].values())) == 3
     entry = {"experiment": name, "status": "interim", "decision": f"interim (4 of 20 seeds): {labels[0]}"}
-    assert rounds.readme_clauses([entry]) == []
+    assert rounds.readme_clauses([entry]) == [] == rounds.readme_clauses([entry], rounds.README_ROUNDS)
     for label in labels:
         said = rounds.readme_clauses([{**entry, "status": "complete", "decision": label}])
         assert said == [rounds.README_CLAUSES[name][label]]
+        readme = rounds.readme_clauses([{**entry, "status": "complete", "decision": label}], rounds.README_ROUNDS)
+        assert readme == (said if name in rounds.README_ROUNDS else [])
 
 
 def _entry(name: str) -> dict:
