@@ -3,11 +3,11 @@
 HiR's diversity score F_div is the token mean (or sum) of the policy's entropy H_t over a response. The estimate
 ``diversity_entropy="sampled"`` replaces H_t with -log pi(y_t) of the sampled token (its expectation over y_t is
 H_t). This script samples completions from the learning benchmark's SFT model (the task's RL prompts, m per prompt,
-its temperature and length), with `hir_trl.sampling.SamplingRecorder` recording both quantities during ``generate``,
+its temperature and length), with `hir_trl.step.sampling.SamplingRecorder` recording both quantities during ``generate``,
 and reports how far the estimate moves the replay selection:
 
 - Spearman rank correlation of per-response F_div (exact vs estimate), over all responses and within groups;
-- top-k agreement of Algorithm 1 (`hir_trl.replay.select_replays`, per group, the trainer's candidates from the real
+- top-k agreement of Algorithm 1 (`hir_trl.step.replay.select_replays`, per group, the trainer's candidates from the real
   verdicts) at several lambda: the fraction of groups whose chosen set is identical, and the mean overlap; next to
   it the same agreement for an uninformative F_div (the exact values shuffled within each group), the floor;
 - a check that the recorded exact entropies equal those of a no-grad forward pass (max absolute difference);
@@ -45,7 +45,7 @@ def sample_with_recorder(model, tokenizer, texts, m, temperature, max_new_tokens
     import torch
     from transformers import GenerationConfig
 
-    from hir_trl.sampling import SamplingRecorder, record_sampling
+    from hir_trl.step.sampling import SamplingRecorder, record_sampling
 
     tokenizer.padding_side = "left"
     config = GenerationConfig(do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
@@ -81,7 +81,7 @@ def recorder_overhead(model, tokenizer, texts, batch, temperature, max_new_token
     import torch
     from transformers import GenerationConfig
 
-    from hir_trl.sampling import SamplingRecorder, record_sampling
+    from hir_trl.step.sampling import SamplingRecorder, record_sampling
 
     tokenizer.padding_side = "left"
     config = GenerationConfig(do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
@@ -119,7 +119,7 @@ def pass_entropies(model, sample, temperature):
 
 def agreement(verdicts, exact, estimate, m, k, lam, selection):
     """How often Algorithm 1 picks the same replays with the estimate as with the exact F_div (per group)."""
-    from hir_trl.replay import replay_candidates, select_replays
+    from hir_trl.step.replay import replay_candidates, select_replays
 
     a = select_replays(verdicts, exact, m, k, lam, selection=selection)
     b = select_replays(verdicts, estimate, m, k, lam, selection=selection)
@@ -164,7 +164,7 @@ def main(argv=None) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from hir_trl import load_hir_dataset
-    from hir_trl.rewards import ConstraintReward
+    from hir_trl.step.rewards import ConstraintReward
 
     torch.set_num_threads(ns.threads)
     start = time.time()

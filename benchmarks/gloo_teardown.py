@@ -3,7 +3,7 @@
 
     python -m benchmarks.gloo_teardown --runs 12 --out benchmarks/experiments/gloo-teardown
 
-Builds a tiny model (`hir_trl.tiny`), then launches ``2 x runs`` two-rank `torchrun` jobs, alternating the arms so
+Builds a tiny model (`hir_trl.models.tiny`), then launches ``2 x runs`` two-rank `torchrun` jobs, alternating the arms so
 that both see the same machine load. Each job trains 2 steps on the tiny listing sample, calls ``trainer.end()`` and
 returns, which frees the trainer and its DDP-held process group. A job still alive after ``--timeout`` seconds is a
 hang (it is killed); a job whose output says "terminate called" aborted at exit. Each job appends one line to
@@ -31,10 +31,10 @@ SAMPLE_DATA = REPO_ROOT / "recipes" / "tiny" / "data" / "muldimif_listing_sample
 
 def worker(model: str, arm: str) -> None:
     """One rank of one job (run under torchrun)."""
-    import hir_trl.workarounds
+    import hir_trl.models.workarounds
 
     if arm == "none":
-        hir_trl.workarounds.GLOO_TEARDOWN_PAUSE_SECONDS = 0
+        hir_trl.models.workarounds.GLOO_TEARDOWN_PAUSE_SECONDS = 0
     output_dir = tempfile.mkdtemp()
     train_and_end(model, output_dir)  # the trainer is freed when this returns, as a user's main() returns
     shutil.rmtree(output_dir)
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
         worker(cli.worker, cli.arm)
         return
     from hir_trl import load_hir_dataset
-    from hir_trl.tiny import build_tiny_model
+    from hir_trl.models.tiny import build_tiny_model
 
     from .learning.run import machine_info
 

@@ -69,7 +69,7 @@ def worker(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     sys.path.insert(0, str(REPO_ROOT))
     from benchmarks.learning.profiling import StepProfiler
-    from hir_trl.cli import parse_train_args, prepare_training
+    from hir_trl.cli.main import parse_train_args, prepare_training
 
     base = ["--config", args.recipe, "--max_steps", str(args.steps), "--save_strategy", "no",
             "--output_dir", args.output_dir, "--log_completions", "false", "--report_to", "none", "--logging_steps", "1"]

@@ -1,4 +1,4 @@
-"""One-off check of `hir_trl.workarounds`' weight sync on vLLM's CPU build, outside the trainer.
+"""One-off check of `hir_trl.models.workarounds`' weight sync on vLLM's CPU build, outside the trainer.
 
     VLLM_CPU_KVCACHE_SPACE=1 VLLM_CPU_OMP_THREADS_BIND=nobind VLLM_CPU_CI_ENV=1 \
         .venv-vllm/bin/python -m benchmarks.vllm_sync_check MODEL embed_tokens,q_proj,down_proj

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from hir_trl import HiRConfig, HiRTrainer, load_hir_dataset, register_verifier
 from hir_trl.evaluation import GenerationSettings, format_report, generate_responses, load_benchmark, score
-from hir_trl.tiny import build_tiny_model
+from hir_trl.models.tiny import build_tiny_model
 
 
 def register_acme() -> None:

@@ -14,9 +14,9 @@ except UnsupportedTRLError as _exc:
     raise
 
 from .configs import HiRConfig, HiRScriptArguments
-from .data import DatasetFormatError, load_hir_dataset, load_rows
+from .data.loading import DatasetFormatError, load_hir_dataset, load_rows
 from .judge import JudgeError, LiteLLMJudge, build_judge
-from .rewards import ConstraintReward, VerdictMatrix
+from .step.rewards import ConstraintReward, VerdictMatrix
 from .trainer import HiRTrainer
 from .verifiers import register_verifier
 

@@ -15,11 +15,11 @@ from typing import Any
 
 from trl import GRPOConfig, ScriptArguments
 
-from .advantages import ESTIMATORS, REPLAY_ADVANTAGES, TRL_ESTIMATOR
 from .compat import check_config
 from .judge.config import extra_kwargs_problem, judge_settings_problem
-from .loss_weighting import LOSS_WEIGHTINGS
-from .replay import SCOPES, SELECTIONS
+from .step.advantages import ESTIMATORS, REPLAY_ADVANTAGES, TRL_ESTIMATOR
+from .step.loss_weighting import LOSS_WEIGHTINGS
+from .step.replay import SCOPES, SELECTIONS
 
 logger = logging.getLogger(__name__)
 
@@ -552,7 +552,7 @@ class HiRScriptArguments(ScriptArguments):
             ValueError: a field of the wrong type, ``dataset_max_rows < 1``, an unknown ``build_model``, or
                 ``build_tiny_model: true`` with another ``build_model``.
         """
-        from .models import BUILD_MODEL_CHOICES
+        from .models.smollm2 import BUILD_MODEL_CHOICES
 
         problem = field_type_problem(self)
         if problem is None and self.dataset_max_rows is not None and self.dataset_max_rows < 1:

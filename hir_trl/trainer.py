@@ -20,21 +20,21 @@ import torch
 from trl import GRPOTrainer
 
 from . import trl_adapter
-from .advantages import TRL_ESTIMATOR
 from .card import HIR_PAPER, add_hir_section, card_dataset_name, card_fields, hir_card_section
 from .compat import check_trainer_arguments
 from .configs import HiRConfig, check_batch_layout
-from .data import check_prompt_lengths, normalize_dataset, prompt_length_limits
+from .data.loading import check_prompt_lengths, normalize_dataset, prompt_length_limits
 from .guards import NonFiniteGuard
-from .replay import HIR_STATE_FILE, restore_checkpoint_state, save_checkpoint_state
-from .rewards import Judge, SoftConstraintsWithoutJudgeError, check_soft_constraints_judged, trainer_reward
-from .sampling import record_while_sampling
-from .shortfall import shortfall_policy
-from .step import hir_generation_batch, trl_generation_batch
-from .step_log import StepTimer
-from .step_state import HiRCapture, HiRStep
+from .models.workarounds import check_head_size, fix_colocate_weight_sync, gloo_teardown_pause, vllm_runs_on_cpu
+from .step.advantages import TRL_ESTIMATOR
+from .step.algorithm import hir_generation_batch, trl_generation_batch
+from .step.log import StepTimer
+from .step.replay import HIR_STATE_FILE, restore_checkpoint_state, save_checkpoint_state
+from .step.rewards import Judge, SoftConstraintsWithoutJudgeError, check_soft_constraints_judged, trainer_reward
+from .step.sampling import record_while_sampling
+from .step.shortfall import shortfall_policy
+from .step.state import HiRCapture, HiRStep
 from .verifiers import sentence_backend
-from .workarounds import check_head_size, fix_colocate_weight_sync, gloo_teardown_pause, vllm_runs_on_cpu
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ class HiRTrainer(GRPOTrainer):
         if args.use_vllm:
             from trl.import_utils import is_vllm_available
 
-            from .models import MissingDependencyError
+            from .models.smollm2 import MissingDependencyError
 
             if not is_vllm_available():
                 raise MissingDependencyError("use_vllm: true needs vLLM, which is not installed: pip install vllm "

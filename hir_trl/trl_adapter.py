@@ -176,7 +176,7 @@ def sampling_record_problem(trainer: Any) -> str | None:
     """None when `HiRTrainer._generate_single_turn` can record entropies and log-probs while sampling, else why not
     (reads TRL's ``use_vllm``, ``use_transformers_continuous_batching``, ``tools``, ``rollout_func`` and
     ``generation_config``)."""
-    from .sampling import sampling_changes_policy
+    from .step.sampling import sampling_changes_policy
 
     if trainer.use_vllm:
         return "vLLM generates: its sampling_per_token_logps are used"
@@ -221,8 +221,8 @@ def replay_ratio_logging(trainer: Any, inputs: dict[str, Any]) -> Iterator[None]
     ``replay_mask`` (evaluation, or a step HiR does not complete) logs nothing, nor does a micro-batch of no
     replay token on any rank.
     """
-    from .loss_weighting import REPLAY_MASK
-    from .step_log import replay_ratio_counts, replay_ratio_metrics
+    from .step.log import replay_ratio_counts, replay_ratio_metrics
+    from .step.loss_weighting import REPLAY_MASK
 
     if inputs.get(REPLAY_MASK) is None:
         yield
@@ -346,7 +346,7 @@ class TRLPasses:
         """Within the block, HiR's hooks record into a fresh `hir_trl.step_state.HiRCapture` (yielded): log-probs
         while sampling when the step needs them (replays, ``kl_in_reward``) and ``generate`` can record them;
         entropies too for F_div when ``entropies``. ``step_start``: the first call of a step (its timings start)."""
-        from .step_state import HiRCapture
+        from .step.state import HiRCapture
 
         trainer, args = self.trainer, self.trainer.args
         if step_start:
@@ -411,9 +411,9 @@ class TRLPasses:
         import torch
         from trl import GRPOTrainer
 
-        from .rewards import VerdictMatrix
-        from .sampling import sampling_logps
-        from .step_state import SupplementarySamples
+        from .step.rewards import VerdictMatrix
+        from .step.sampling import sampling_logps
+        from .step.state import SupplementarySamples
 
         trainer, need = self.trainer, sum(fill)
         most = int(self.gather(torch.tensor([need], device=self.device)).max().item())
@@ -442,7 +442,7 @@ class TRLPasses:
     def extra_rewards(self, capture, new_rows, prompts, completions, completion_ids, rows):
         """The extra reward functions on replays (q', y) (`hir_trl.rewards.extra_rewards`), with the keyword
         arguments TRL passes (`replay_reward_kwargs`; each replay's environment is its source's)."""
-        from .rewards import extra_rewards
+        from .step.rewards import extra_rewards
 
         sources = [row.source for row in new_rows if row.kind == "replay"]
         return extra_rewards(self.trainer.extra_reward_funcs, prompts, completions, completion_ids,

@@ -34,7 +34,7 @@ def sample_dataset():
 @pytest.fixture(scope="session")
 def tiny_model_path(tmp_path_factory, sample_dataset):
     """A random-init tiny Qwen2 model with a tokenizer trained on the sample data."""
-    from hir_trl.tiny import build_tiny_model
+    from hir_trl.models.tiny import build_tiny_model
 
     texts = [m["content"] for row in sample_dataset for m in row["prompt"]]
     texts += [c["text"] for row in sample_dataset for c in row["constraints"]]

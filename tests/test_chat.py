@@ -1,4 +1,4 @@
-"""The one reading of chat messages (`hir_trl.chat`), and the one judge call shared by training and evaluation."""
+"""The one reading of chat messages (`hir_trl.data.chat`), and the one judge call shared by training and evaluation."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import ast
 import pytest
 
 from hir_trl import ConstraintReward
-from hir_trl.batch import NewRow
-from hir_trl.chat import completion_text, instruction_text, last_user_text, message_text, prompt_text
+from hir_trl.data.chat import completion_text, instruction_text, last_user_text, message_text, prompt_text
+from hir_trl.data.synth import prompt_of
 from hir_trl.evaluation import evaluate, load_benchmark
 from hir_trl.judge import JudgeError, judge_batch
-from hir_trl.replay import ReplayChoice
-from hir_trl.rewards import rejudge_replays
-from hir_trl.synth import prompt_of
+from hir_trl.step.batch import NewRow
+from hir_trl.step.replay import ReplayChoice
+from hir_trl.step.rewards import rejudge_replays
 from hir_trl.verifiers import Verdict
 
 from .conftest import REPO_ROOT
@@ -75,7 +75,7 @@ def test_training_evaluation_and_synth_read_the_same_instruction(tmp_path):
 
 
 def test_no_module_keeps_its_own_last_user_turn_helper():
-    # the chat reading lives in hir_trl.chat only: no other module compares a message role to "user" in a loop
+    # the chat reading lives in hir_trl.data.chat only: no other module compares a message role to "user" in a loop
     # over reversed messages (trainer.py and replay.py are outside this refactor)
     offenders = []
     for path in (REPO_ROOT / "hir_trl").rglob("*.py"):

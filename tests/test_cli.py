@@ -18,11 +18,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hir_trl import summary
-from hir_trl.cli import main, make_train_parser
-from hir_trl.data import load_rows
-from hir_trl.rewards import ConstraintReward
-from hir_trl.templates import join_instruction
+from hir_trl.cli import summary
+from hir_trl.cli.main import main, make_train_parser
+from hir_trl.data.loading import load_rows
+from hir_trl.data.templates import join_instruction
+from hir_trl.step.rewards import ConstraintReward
 
 from .conftest import REPO_ROOT, SAMPLE_DATA, shared_file
 
@@ -64,7 +64,7 @@ def test_train_hides_only_the_checkpointing_deprecations_trl_triggers(tiny_model
     # TRL's no-grad passes call the deprecated gradient_checkpointing_disable / _enable of transformers 5
     from transformers import AutoModelForCausalLM
 
-    from hir_trl.cli import _UNACTIONABLE_WARNINGS
+    from hir_trl.cli.main import _UNACTIONABLE_WARNINGS
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_path)
 
@@ -197,7 +197,7 @@ def test_sigint_leaves_a_loadable_checkpoint_that_resumes_even_without_hir_state
 
     # a checkpoint without hir_state.json (e.g. copied without it) still resumes, with a warning
     (checkpoint / "hir_state.json").unlink()
-    with caplog.at_level(logging.WARNING, logger="hir_trl.replay"):
+    with caplog.at_level(logging.WARNING, logger="hir_trl.step.replay"):
         code = main(["train", "--config", str(TINY_RECIPE), "--output_dir", str(out), "--model_name_or_path",
                      str(tiny_model_path), "--build_tiny_model", "false", "--max_steps", str(saved + 1),
                      "--resume_from_checkpoint", str(checkpoint), "--save_strategy", "no", "--log_completions",

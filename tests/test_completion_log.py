@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from hir_trl import HiRConfig
-from hir_trl.summary import example_replays
+from hir_trl.cli.summary import example_replays
 from hir_trl.trainer import HiRTrainer
 
 STEPS = 4

@@ -23,8 +23,8 @@ import torch
 from trl import GRPOConfig, GRPOTrainer
 
 from hir_trl import ConstraintReward, HiRConfig, HiRTrainer, compat
-from hir_trl.batch import loss_mask
-from hir_trl.cli import main
+from hir_trl.cli.main import main
+from hir_trl.step.batch import loss_mask
 
 from .conftest import REPO_ROOT
 

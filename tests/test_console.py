@@ -1,11 +1,11 @@
-"""The console line per training step (`hir_trl.console`): one readable line per logged step, the metrics unchanged."""
+"""The console line per training step (`hir_trl.cli.console`): one readable line per logged step, the metrics unchanged."""
 
 import json
 import re
 from pathlib import Path
 
-from hir_trl.cli import main
-from hir_trl.console import step_line
+from hir_trl.cli.console import step_line
+from hir_trl.cli.main import main
 
 TINY_RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "tiny" / "hir" / "config_cpu.yaml"
 

@@ -16,7 +16,7 @@ import yaml
 from hir_trl import ConstraintReward, DatasetFormatError, HiRConfig, HiRTrainer, load_hir_dataset, register_verifier
 from hir_trl.card import hir_card_section
 from hir_trl.configs import PAPER_VALUES
-from hir_trl.data import load_rows
+from hir_trl.data.loading import load_rows
 from hir_trl.verifiers import FAMILIES, validate_constraint, verify_constraint
 from hir_trl.verifiers import muldimif as muldimif_module
 
@@ -305,8 +305,7 @@ def test_eval_cli_imports_verifier_modules_and_reads_family_ids_in_ifeval_rows(t
 
 
 def test_synth_samples_registered_ids_with_a_description(tmp_path, capsys):
-    from hir_trl import synth
-
+    from hir_trl.data import synth
     _acme_for_eval()  # 'mentions' has a description but needs kwargs; 'short' has no description
     assert synth.registered_samplers("acme") == {}
     register_verifier("acme", "mentions", lambda response, product: product in response, replace=True,
@@ -333,7 +332,7 @@ def test_synth_samples_registered_ids_with_a_description(tmp_path, capsys):
 
 
 def test_train_cli_verifier_modules_from_the_recipe(tmp_path, capsys):
-    from hir_trl.cli import main, parse_train_args
+    from hir_trl.cli.main import main, parse_train_args
 
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(yaml.safe_dump({"model_name_or_path": str(tmp_path / "model"), "dataset_name": "x.jsonl",

@@ -8,8 +8,8 @@ import json
 import datasets
 import pytest
 
-from hir_trl.data import DatasetFormatError, load_hir_dataset, load_rows, normalize_row
-from hir_trl.templates import join_instruction
+from hir_trl.data.loading import DatasetFormatError, load_hir_dataset, load_rows, normalize_row
+from hir_trl.data.templates import join_instruction
 
 from .conftest import SAMPLE_DATA, shared_file
 

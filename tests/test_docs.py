@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hir_trl.cli import parse_train_args
+from hir_trl.cli.main import parse_train_args
 from hir_trl.configs import PAPER_VALUES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -372,7 +372,7 @@ def test_data_page_synth_then_train_runs(tmp_path, monkeypatch, tiny_model_path)
     command gets the documented flags for one step on the tiny model."""
     import shlex
 
-    from hir_trl.cli import main
+    from hir_trl.cli.main import main
 
     block = next(text for where, _, text in shell_blocks() if where.startswith("docs/data.md") and "synth" in text)
     monkeypatch.chdir(tmp_path)

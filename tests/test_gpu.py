@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from hir_trl.cli import main
+from hir_trl.cli.main import main
 
 from .conftest import REPO_ROOT, SAMPLE_DATA
 

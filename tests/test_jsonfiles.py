@@ -1,4 +1,4 @@
-"""The one reader of JSON and JSON Lines rows (`hir_trl.jsonfiles`) and the callers that share it."""
+"""The one reader of JSON and JSON Lines rows (`hir_trl.data.jsonfiles`) and the callers that share it."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from hir_trl.data import DatasetFormatError, load_rows
+from hir_trl.data.jsonfiles import JSONFileError, read_json, read_jsonl, read_records, read_text
+from hir_trl.data.loading import DatasetFormatError, load_rows
+from hir_trl.data.synth import read_prompts
 from hir_trl.evaluation import BenchmarkFormatError, ResponsesFormatError, load_benchmark, read_responses
-from hir_trl.jsonfiles import JSONFileError, read_json, read_jsonl, read_records, read_text
-from hir_trl.synth import read_prompts
 
 
 def test_jsonl_rows_are_located_by_their_line_blank_lines_counted(tmp_path):

@@ -20,7 +20,7 @@ import time
 import pytest
 
 from hir_trl import ConstraintReward, HiRConfig, HiRTrainer, load_hir_dataset
-from hir_trl.data import has_soft_constraints
+from hir_trl.data.loading import has_soft_constraints
 from hir_trl.judge import (
     JUDGE_PROMPT_TEMPLATE,
     NO_KEY,
@@ -405,7 +405,7 @@ def test_credential_shapes_are_refused_in_every_judge_field_and_never_shown(tmp_
 
 
 def test_credential_shapes_are_refused_by_hir_trl_train_without_echo(tmp_path, capsys):
-    from hir_trl.cli import main
+    from hir_trl.cli.main import main
 
     for flag, value in [("--judge_api_key_env", KEY_SHAPES["hf_token"]),
                         ("--judge_api_base", f"http://h:8000/v1?api_key={KEY_SHAPES['hex32']}")]:
@@ -644,7 +644,7 @@ def test_judge_batch_warns_when_a_judge_raises(caplog):
     def broken(triples):
         raise RuntimeError("boom")
 
-    with caplog.at_level(logging.WARNING, logger="hir_trl.rewards"):
+    with caplog.at_level(logging.WARNING, logger="hir_trl.step.rewards"):
         verdicts = judge_batch(broken, [("q", "r", "c")] * 2)
     assert verdicts == [Verdict(False, "RuntimeError: boom", "judge")] * 2
     assert "boom" in caplog.text and "2 soft constraints" in caplog.text
@@ -714,7 +714,7 @@ def test_judge_extra_kwargs_from_a_recipe_reach_the_server(make_judge, fresh_ser
 
 
 def _train_cli(tmp_path, model, data, *flags):
-    from hir_trl.cli import main
+    from hir_trl.cli.main import main
 
     return main(["train", "--config", str(REPO_ROOT / "recipes" / "tiny" / "hir" / "config_cpu.yaml"),
                  "--dataset_name", str(data), "--model_name_or_path", str(model), "--output_dir", str(tmp_path / "out"),

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from hir_trl.judge import LiteLLMJudge
-from hir_trl.models import SMOLLM2_DEFAULT_DIR, MissingDependencyError, ensure_smollm2_model
+from hir_trl.models.smollm2 import SMOLLM2_DEFAULT_DIR, MissingDependencyError, ensure_smollm2_model
 
 from .conftest import REPO_ROOT
 

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from hir_trl import HiRConfig, HiRTrainer
-from hir_trl.advantages import hir_advantages
-from hir_trl.batch import NewRow, loss_mask
-from hir_trl.loss_weighting import REPLAY_MASK, paper_advantage_scale, paper_row_weights, prepare_loss_batch
-from hir_trl.step_log import replay_ratio_counts
+from hir_trl.step.advantages import hir_advantages
+from hir_trl.step.batch import NewRow, loss_mask
+from hir_trl.step.log import replay_ratio_counts
+from hir_trl.step.loss_weighting import REPLAY_MASK, paper_advantage_scale, paper_row_weights, prepare_loss_batch
 
 from .test_trainer import make_args, spy_generation
 

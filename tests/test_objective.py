@@ -10,7 +10,7 @@ from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from hir_trl import ConstraintReward, HiRTrainer
-from hir_trl.replay import allocate_shortfall, select_replays
+from hir_trl.step.replay import allocate_shortfall, select_replays
 
 from .test_trainer import assert_group_advantages, logps, make_args, spy_generation
 
@@ -309,7 +309,7 @@ def varied_dataset():
     """Constraints that random text meets some of the time (letter counts, commas, length): reward variance."""
     import datasets
 
-    from hir_trl.data import normalize_row
+    from hir_trl.data.loading import normalize_row
 
     rows = []
     for i, letter in enumerate("etaoinshrdlu"):
@@ -601,7 +601,7 @@ def test_whitening_equal_returns_gives_zero_advantages(value, rows):
     """Equal returns (e.g. a Reinforce++ step of pads and replays only) whiten to about 0 (float32 rounding of the
     mean, over the 1e-8 floor): the float variance, which falls just below 0 for these values, is clamped instead of
     giving a complex std."""
-    from hir_trl.advantages import _whiten
+    from hir_trl.step.advantages import _whiten
 
     returns, mask = torch.full((rows, 4), value), torch.ones(rows, 4)
     whitened = _whiten(returns, mask, lambda t: t)

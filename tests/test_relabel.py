@@ -7,8 +7,8 @@ import json
 import pytest
 
 from hir_trl import HiRConfig, HiRTrainer, load_hir_dataset
-from hir_trl.replay import ReplayChoice, hindsight_constraints, rewrite, select_rewrite
-from hir_trl.templates import join_instruction
+from hir_trl.data.templates import join_instruction
+from hir_trl.step.replay import ReplayChoice, hindsight_constraints, rewrite, select_rewrite
 from hir_trl.verifiers import FAMILIES, achieved_constraint, verify_constraint
 from hir_trl.verifiers.base import CountedConstraint
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from hir_trl import env, recipes
-from hir_trl.cli import main
+from hir_trl.cli import env, recipes
+from hir_trl.cli.main import main
 
 from .conftest import REPO_ROOT, require
 
@@ -107,7 +107,7 @@ def test_copy_writes_the_same_bytes_keeping_the_layout_with_the_files_a_recipe_n
 @pytest.mark.filterwarnings("ignore:`gradient_checkpointing` is deprecated:FutureWarning")  # TRL 1.16's config
 def test_a_copied_recipe_parses_from_its_destination(tmp_path, monkeypatch):
     """The README's command line reads the copy: --config recipes/... and the recipe's dataset path resolve there."""
-    from hir_trl.cli import parse_train_args
+    from hir_trl.cli.main import parse_train_args
 
     assert main(["recipes", "copy", "SmolLM2-135M-Instruct/hir/config_cpu.yaml", str(tmp_path)]) == 0
     monkeypatch.chdir(tmp_path)
@@ -174,14 +174,14 @@ def test_recipes_root_prefers_the_packaged_folder(tmp_path, monkeypatch):
     package = tmp_path / "site-packages" / "hir_trl"
     (package / "recipes_data" / "tiny").mkdir(parents=True)
     (package / "recipes_data" / "tiny" / "a.yaml").write_text("x: 1\n")
-    monkeypatch.setattr(recipes, "__file__", str(package / "recipes.py"))
+    monkeypatch.setattr(recipes, "__file__", str(package / "cli" / "recipes.py"))
     assert recipes.recipes_root() == (package / "recipes_data").resolve()
     assert recipes.list_recipes() == ["tiny/a.yaml"]
     shutil.rmtree(package / "recipes_data")
     with pytest.raises(FileNotFoundError, match="reinstall hir-trl"):
         recipes.recipes_root()
     # from a source checkout (an editable install): the repository's recipes/
-    monkeypatch.setattr(recipes, "__file__", str(REPO_ROOT / "hir_trl" / "recipes.py"))
+    monkeypatch.setattr(recipes, "__file__", str(REPO_ROOT / "hir_trl" / "cli" / "recipes.py"))
     assert recipes.recipes_root() == RECIPES.resolve()
 
 
@@ -264,7 +264,7 @@ def test_an_installed_wheel_copies_a_recipe_from_its_package_data(dist, tmp_path
     work = tmp_path / "work"
     work.mkdir()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
-    code = ("import sys, hir_trl.recipes as r; print(r.recipes_root()); "
+    code = ("import sys, hir_trl.cli.recipes as r; print(r.recipes_root()); "
             "sys.exit(r.main(['copy', 'tiny/hir/config_cpu.yaml', '.']))")
     run = subprocess.run([sys.executable, "-c", code], cwd=work, env=env, capture_output=True, text=True,
                          timeout=300)

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hir_trl.replay import (
+from hir_trl.data.templates import TEMPLATES, join_instruction
+from hir_trl.step.replay import (
     LAMBDA_MAX,
     constraint_integrity,
     curriculum_lambda,
@@ -20,7 +21,6 @@ from hir_trl.replay import (
     select_group_replays,
     select_top_k,
 )
-from hir_trl.templates import TEMPLATES, join_instruction
 
 
 def test_curriculum_lambda_matches_paper_schedule():
@@ -175,7 +175,7 @@ def test_property_q_prime_keeps_exactly_satisfied_in_order(data, template, task)
 
 
 def test_replay_candidates_respect_eligibility():
-    from hir_trl.replay import replay_candidates, select_replays
+    from hir_trl.step.replay import replay_candidates, select_replays
 
     verdicts = [[1, 0], [1, 0], [1, 1], [0, 1]]
     assert replay_candidates(verdicts, 1) == [0, 1, 3]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from hir_trl.cli import main
+from hir_trl.cli.main import main
 
 from .conftest import REPO_ROOT
 
@@ -70,7 +70,7 @@ def test_output_dir_of_another_run_is_refused_unless_overwritten_and_then_holds_
 
 
 def test_summary_reads_only_the_steps_of_this_run(tmp_path):
-    from hir_trl.summary import training_summary
+    from hir_trl.cli.summary import training_summary
 
     for step in (2, 5):  # checkpoint-5: left by an earlier run that this one resumed from checkpoint-2 of
         (tmp_path / f"checkpoint-{step}").mkdir()

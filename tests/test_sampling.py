@@ -10,7 +10,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from hir_trl import HiRTrainer
-from hir_trl.sampling import SamplingRecorder, record_sampling, sampling_changes_policy
+from hir_trl.step.sampling import SamplingRecorder, record_sampling, sampling_changes_policy
 
 from .test_trainer import make_args, spy_generation
 

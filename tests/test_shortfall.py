@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from hir_trl.shortfall import PadShortfall, ResampleShortfall, shortfall_policy
-from hir_trl.step_log import StepTimer
+from hir_trl.step.log import StepTimer
+from hir_trl.step.shortfall import PadShortfall, ResampleShortfall, shortfall_policy
 
 
 def test_the_policy_is_chosen_once_from_the_config():

@@ -6,7 +6,7 @@ import datasets
 import pytest
 
 from hir_trl import HiRConfig, HiRTrainer
-from hir_trl.data import count_soft_constraints, drop_soft_constraints
+from hir_trl.data.loading import count_soft_constraints, drop_soft_constraints
 from hir_trl.trainer import SoftConstraintsWithoutJudgeError
 
 

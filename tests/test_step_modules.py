@@ -9,8 +9,9 @@ import random
 import pytest
 import torch
 
-from hir_trl.advantages import add_replay_advantages, group_advantages, hir_advantages, kl_in_reward_per_token
-from hir_trl.batch import (
+from hir_trl.data.templates import join_instruction
+from hir_trl.step.advantages import add_replay_advantages, group_advantages, hir_advantages, kl_in_reward_per_token
+from hir_trl.step.batch import (
     NewRow,
     extend_batch,
     group_members,
@@ -18,7 +19,8 @@ from hir_trl.batch import (
     row_rewards,
     sequence_advantages,
 )
-from hir_trl.replay import (
+from hir_trl.step.log import COUNTS, StepTimer, completion_log_rows, replay_counts, replay_metrics
+from hir_trl.step.replay import (
     ReplayChoice,
     load_replay_rng,
     save_replay_rng,
@@ -26,11 +28,9 @@ from hir_trl.replay import (
     select_replays,
     select_rewrite,
 )
-from hir_trl.rewards import VerdictMatrix
-from hir_trl.sampling import completion_ended, diversity_scores
-from hir_trl.step_log import COUNTS, StepTimer, completion_log_rows, replay_counts, replay_metrics
-from hir_trl.step_state import SupplementarySamples
-from hir_trl.templates import join_instruction
+from hir_trl.step.rewards import VerdictMatrix
+from hir_trl.step.sampling import completion_ended, diversity_scores
+from hir_trl.step.state import SupplementarySamples
 from hir_trl.verifiers import Verdict
 
 

@@ -1,4 +1,4 @@
-"""`hir_trl.synth`: programmatic constraint synthesis (reproducible, contradiction-free, loadable, trainable)."""
+"""`hir_trl.data.synth`: programmatic constraint synthesis (reproducible, contradiction-free, loadable, trainable)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hir_trl import load_hir_dataset
-from hir_trl.synth import (
+from hir_trl.data.synth import (
     EXCLUSIVE,
     FAMILY_IDS,
     SAMPLERS,
@@ -24,7 +24,7 @@ from hir_trl.synth import (
     texts_compatible,
     words_compatible,
 )
-from hir_trl.templates import join_instruction
+from hir_trl.data.templates import join_instruction
 from hir_trl.verifiers import FAMILIES, ifeval, iftrain
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -293,7 +293,7 @@ def test_single_constraints_may_be_exclusive():
 
 
 def test_synthesized_rows_train_with_the_tiny_recipe(tmp_path):
-    from hir_trl.cli import main as cli_main
+    from hir_trl.cli.main import main as cli_main
 
     source = _write_prompts(tmp_path / "prompts.jsonl", _real_questions()[:8])
     out = tmp_path / "synth.jsonl"

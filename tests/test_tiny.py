@@ -1,4 +1,4 @@
-"""Tests for hir_trl.tiny: the locally built tiny tokenizer + random-init model."""
+"""Tests for hir_trl.models.tiny: the locally built tiny tokenizer + random-init model."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from hir_trl import tiny
-from hir_trl.tiny import build_tiny_model, build_tokenizer, ensure_tiny_model
+from hir_trl.models import tiny
+from hir_trl.models.tiny import build_tiny_model, build_tokenizer, ensure_tiny_model
 
 TEXTS = [
     "Write a 300+ word summary of the wikipedia page about the Battle of Hastings.",

@@ -11,7 +11,7 @@ import pytest
 from datasets import Dataset
 
 from hir_trl import DatasetFormatError, HiRConfig, HiRTrainer, load_hir_dataset
-from hir_trl.data import normalize_dataset
+from hir_trl.data.loading import normalize_dataset
 from hir_trl.trl_adapter import tokenize_prompts
 
 from .conftest import SAMPLE_DATA

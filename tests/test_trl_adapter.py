@@ -8,7 +8,7 @@ import pytest
 from trl import GRPOTrainer
 
 from hir_trl import HiRConfig, trl_adapter
-from hir_trl.step_log import LogRow
+from hir_trl.step.log import LogRow
 from hir_trl.trainer import HiRTrainer
 
 

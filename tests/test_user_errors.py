@@ -1,6 +1,6 @@
 """A newcomer's mistakes get one-line errors naming the file, line, field or flag; nothing is written.
 
-Every case runs ``hir-trl train`` in-process (`hir_trl.cli.main`) on the tiny recipe and checks the exit status,
+Every case runs ``hir-trl train`` in-process (`hir_trl.cli.main.main`) on the tiny recipe and checks the exit status,
 that stderr is exactly one ``hir-trl train: error: ...`` line with no traceback, and that no output folder (nor
 the tiny model) was created. A hypothesis property test generates malformed rows and flags.
 """
@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hir_trl import HiRConfig, load_rows
-from hir_trl.cli import main
+from hir_trl.cli.main import main
 from hir_trl.configs import HiRScriptArguments, field_type_problem
-from hir_trl.data import DatasetFormatError
+from hir_trl.data.loading import DatasetFormatError
 
 from .conftest import REPO_ROOT, SAMPLE_DATA
 
@@ -158,13 +158,13 @@ def test_directory_mixing_schemas_loads_every_row_in_file_order(tmp_path):
 
 def test_duplicate_ids_warn_naming_the_lines(tmp_path, caplog):
     path = write_rows(tmp_path / "d.jsonl", [native(id="a"), native(id="b"), native(id="a"), native(id="c")])
-    with caplog.at_level(logging.WARNING, logger="hir_trl.data"):
+    with caplog.at_level(logging.WARNING, logger="hir_trl.data.loading"):
         rows = load_rows(path)
     assert len(rows) == 4  # nothing dropped
     warning = [r.getMessage() for r in caplog.records if "share an id" in r.getMessage()]
     assert warning and f"id 'a' at {path}, lines 1, 3" in warning[0] and "'b'" not in warning[0]
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="hir_trl.data"):
+    with caplog.at_level(logging.WARNING, logger="hir_trl.data.loading"):
         load_rows(write_rows(tmp_path / "e.jsonl", [native(id="a"), native(id="b")]))
     assert not [r for r in caplog.records if "share an id" in r.getMessage()]
 

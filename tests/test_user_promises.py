@@ -28,7 +28,7 @@ import pytest
 import torch
 
 from hir_trl import HiRConfig, HiRTrainer, load_hir_dataset, register_verifier
-from hir_trl.cli import check_output_dir, main, optimizer_restart_note, prune_later_completions, run_outputs
+from hir_trl.cli.main import check_output_dir, main, optimizer_restart_note, prune_later_completions, run_outputs
 from hir_trl.guards import NonFiniteTrainingError, RewardFunctionError, check_rewards
 from hir_trl.verifiers import FAMILIES, verify_constraint
 
@@ -470,7 +470,7 @@ def _raises(response):
                                              (lambda response: None, "returned NoneType None"),
                                              (_raises, "RuntimeError: service down")])
 def test_a_failing_checker_warns_once_and_is_named_in_the_summary(tmp_path, caplog, check, fragment):
-    from hir_trl.summary import training_summary
+    from hir_trl.cli.summary import training_summary
 
     register_verifier("acme", "flaky", check)
     with caplog.at_level(logging.WARNING, logger="hir_trl.verifiers.registry"):
@@ -525,7 +525,7 @@ def test_an_unregistered_family_hints_at_verifier_modules(tmp_path, capsys, fami
 
 @pytest.mark.parametrize("how", ["same", "relative", "dotted", "symlink", "hardlink"])
 def test_synth_refuses_to_write_over_its_input(tmp_path, capsys, monkeypatch, how):
-    from hir_trl.synth import main as synth_main
+    from hir_trl.data.synth import main as synth_main
 
     source = tmp_path / "prompts.jsonl"
     source.write_text("".join(json.dumps({"prompt": f"Write about {w}.", "extra": w}) + "\n" for w in ("rain", "sun")))
@@ -551,7 +551,7 @@ def test_synth_refuses_to_write_over_its_input(tmp_path, capsys, monkeypatch, ho
     ({"description": lambda n: 3, "sample_kwargs": lambda rng, task: {"n": 3}}, "not a string"),
 ])
 def test_a_bad_synth_description_or_sampler_is_one_line_naming_it(tmp_path, capsys, kwargs, fragment):
-    from hir_trl.synth import main as synth_main
+    from hir_trl.data.synth import main as synth_main
 
     register_verifier("acme", "words", lambda response, n: len(response.split()) <= n, **kwargs)
     source = tmp_path / "prompts.jsonl"

@@ -56,7 +56,7 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def vllm_tiny_model(tmp_path_factory, sample_dataset):
     """The tiny random-init Qwen2 model, with a head size vLLM's CPU attention supports (32)."""
-    from hir_trl.tiny import build_tiny_model
+    from hir_trl.models.tiny import build_tiny_model
 
     texts = [m["content"] for row in sample_dataset for m in row["prompt"]]
     texts += [c["text"] for row in sample_dataset for c in row["constraints"]]

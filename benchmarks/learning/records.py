@@ -5,10 +5,12 @@ An experiment is one folder, ``benchmarks/experiments/<name>/``, named after the
 
 - ``preregistration.yaml``: committed before any of its runs start, never edited after;
 - ``runs.jsonl``: the run records (`benchmarks.learning.run`), one JSON object per line;
+- ``runs.jsonl.gz``: a finished experiment's records, its ``runs.jsonl`` gzipped (``gzip -n -9``, the same bytes
+  decompressed), read as they are; where both files stand, the gzipped records come first (`packed_records`);
 - ``runs/<method>-seed<seed>.json``: a record a run has just written (loose); ``pack`` folds it into ``runs.jsonl``
   (a loose record replaces the packed one of the same method and seed) and removes the file;
-- record folders inside it (a round's ``pairing-check/``, its fallback baselines): each its own ``runs.jsonl`` and
-  ``runs/``, packed with the experiment (`record_folders`);
+- record folders inside it (a round's ``pairing-check/``, its fallback baselines): each its own ``runs.jsonl`` (or
+  ``runs.jsonl.gz``) and ``runs/``, packed with the experiment (`record_folders`);
 - ``report.md``: generated (`benchmarks.learning.experiments report`), never edited by hand.
 
 Every decision of every experiment is one entry of ``benchmarks/experiments/decision.json`` (a list; each entry
@@ -18,6 +20,7 @@ through this module.
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -28,6 +31,8 @@ EXPERIMENTS = REPO_ROOT / "benchmarks" / "experiments"
 DECISION_FILE = EXPERIMENTS / "decision.json"
 PREREGISTRATION_FILE = "preregistration.yaml"
 RUNS_FILE = "runs.jsonl"
+#: A finished experiment's records: its `RUNS_FILE` gzipped (``gzip -n -9``), read directly (`packed_records`).
+RUNS_GZ_FILE = "runs.jsonl.gz"
 LOOSE_DIR = "runs"
 #: Where pre-registrations lived before each experiment had its own folder: the records written then name this path
 #: (``record["preregistration"]["path"]``, with its commit), and still belong to the experiment of that name.
@@ -56,7 +61,8 @@ def loose_path(folder: Path, method: str, seed: int) -> Path:
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """The JSON objects of a JSON-lines file, in order; ``[]`` when it does not exist.
+    """The JSON objects of a JSON-lines file, in order, decompressed when its name ends in ``.gz`` (gzip); ``[]``
+    when it does not exist.
 
     Raises:
         ValueError: a line is not valid JSON (names the file and line).
@@ -64,8 +70,9 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         return []
+    text = gzip.decompress(path.read_bytes()).decode("utf-8") if path.suffix == ".gz" else path.read_text()
     out = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -91,10 +98,18 @@ def _loose(folder: Path) -> list[tuple[Path, dict[str, Any]]]:
     return out
 
 
+def packed_records(folder: Path) -> list[dict[str, Any]]:
+    """The packed run records of ``folder``, in file order: those of its ``runs.jsonl.gz`` (gzipped, a finished
+    experiment's), then those of its ``runs.jsonl`` (plain, where `pack` folds what a running round writes), each
+    file where it exists."""
+    return [r for name in (RUNS_GZ_FILE, RUNS_FILE) for r in read_jsonl(Path(folder) / name)]
+
+
 def load_records(folder: Path) -> list[dict[str, Any]]:
-    """Every run record of the experiment ``folder``: the packed ones, each replaced by a loose record of the same
-    method and seed where there is one, then the loose ones not packed yet, sorted by `record_key`."""
-    merged = {record_key(r): r for r in read_jsonl(Path(folder) / RUNS_FILE)}
+    """Every run record of the experiment ``folder``: the packed ones (`packed_records`; a plain one replaces a
+    gzipped one of the same method and seed), each replaced by a loose record of the same method and seed where there
+    is one, then the loose ones not packed yet, sorted by `record_key`."""
+    merged = {record_key(r): r for r in packed_records(folder)}
     merged.update({record_key(r): r for _, r in _loose(folder)})
     return [merged[key] for key in sorted(merged)]
 
@@ -114,21 +129,24 @@ def find(folder: Path, method: str, seed: int) -> dict[str, Any] | None:
 
 
 def record_folders(folder: Path) -> list[Path]:
-    """The experiment ``folder`` and the record folders inside it (each holding ``runs.jsonl`` or ``runs/``), by
-    name."""
+    """The experiment ``folder`` and the record folders inside it (each holding ``runs.jsonl``, ``runs.jsonl.gz``
+    or ``runs/``), by name."""
     inside = [p for p in sorted(Path(folder).iterdir()) if p.is_dir() and p.name != LOOSE_DIR
-              and ((p / RUNS_FILE).is_file() or (p / LOOSE_DIR).is_dir())]
+              and ((p / RUNS_FILE).is_file() or (p / RUNS_GZ_FILE).is_file() or (p / LOOSE_DIR).is_dir())]
     return [Path(folder), *inside]
 
 
 def pack(folder: Path) -> int:
-    """Fold the loose records of ``folder`` into its ``runs.jsonl`` and remove their files (and ``runs/`` once
-    empty). Returns how many were folded in. A record's content is not changed."""
+    """Fold the loose records of ``folder`` into its plain ``runs.jsonl`` (sorted by `record_key`; a loose record
+    replaces the packed one of the same method and seed) and remove their files (and ``runs/`` once empty); a
+    ``runs.jsonl.gz`` is never rewritten. Returns how many were folded in. A record's content is not changed."""
     folder = Path(folder)
     loose = _loose(folder)
     if not loose:
         return 0
-    write_jsonl(folder / RUNS_FILE, load_records(folder))
+    plain = {record_key(r): r for r in read_jsonl(folder / RUNS_FILE)}
+    plain.update({record_key(r): r for _, r in loose})
+    write_jsonl(folder / RUNS_FILE, [plain[key] for key in sorted(plain)])
     for path, _ in loose:
         path.unlink()
     runs = folder / LOOSE_DIR

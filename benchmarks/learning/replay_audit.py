@@ -6,7 +6,7 @@ measures the step the suggested mechanism needs: among failed completions, does 
 ones that failed only a "less than" length bound, so that their q' drops it? It samples m completions per training
 prompt from a checkpoint (the task's SFT model by default, or a run's saved final model), scores them with the
 task's verifiers, computes F_div (mean token entropy, nats) with one no-grad pass, runs
-`hir_trl.replay.select_replays` exactly as the trainer does, and reports per constraint kind how often a selected
+`hir_trl.step.replay.select_replays` exactly as the trainer does, and reports per constraint kind how often a selected
 replay drops it, against how often the candidates fail it.
 
 Usage::
@@ -49,7 +49,7 @@ def audit(kinds: Sequence[Sequence[str]], verdicts: Sequence[Sequence[bool]], di
         whose prompt has it), ``only_failure`` (the share of replays whose one failed constraint is that kind), and
         mean word counts of the replays, the candidates and the successes.
     """
-    from hir_trl.replay import replay_candidates, select_replays
+    from hir_trl.step.replay import replay_candidates, select_replays
 
     picked = select_replays(verdicts, diversity, m, k, lam, eligible=ended)
     chosen = [g * m + c.index for g, choices in enumerate(picked) for c in choices]
@@ -123,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         sample_responses,
         score_responses,
     )
-    from hir_trl.replay import curriculum_lambda
+    from hir_trl.step.replay import curriculum_lambda
     from hir_trl.verifiers import count_words
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -1,6 +1,6 @@
 """A learnable synthetic multi-constraint instruction-following task, and a tiny SFT'd model for it.
 
-Prompts are rows in hir-trl's native format (see `hir_trl.data`): a short writing task x ("Write a short note
+Prompts are rows in hir-trl's native format (see `hir_trl.data.loading`): a short writing task x ("Write a short note
 about the harbor.") and 3-6 IFEval constraints from eight families, each constraint's text being its checker's own
 ``build_description()``. Every constraint is checked by hir-trl's IFEval verifiers, nothing else.
 
@@ -28,7 +28,7 @@ The SFT targets meet a random subset of the prompt's constraints (each one with 
 every behaviour, and it follows each constraint with roughly that probability. RL then has to raise the
 probability of meeting every constraint at once (ILA).
 
-`ensure_sft_model` builds the tokenizer and the random-init Qwen2 model (`hir_trl.tiny.build_tiny_model`), runs a
+`ensure_sft_model` builds the tokenizer and the random-init Qwen2 model (`hir_trl.models.tiny.build_tiny_model`), runs a
 plain-PyTorch SFT on CPU, measures held-out ILA/CLA, and caches the checkpoint and the prompt files under
 ``benchmarks/.cache/task-<hash of TaskConfig>/``: later runs with the same configuration reuse it.
 """
@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hir_trl.templates import join_instruction
+from hir_trl.data.templates import join_instruction
 from hir_trl.verifiers import verify_constraint
 from hir_trl.verifiers.ifeval import build_checker
 
@@ -409,8 +409,8 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 def score_responses(rows: Sequence[dict[str, Any]], responses: Sequence[str]) -> dict[str, Any]:
     """ILA, CLA and per-family accuracy of ``responses[i]`` on ``rows[i]`` (hir-trl's `ConstraintReward`), and
     ``"passed"``: each completion's verdicts as a `verdict_string`."""
-    from hir_trl.data import normalize_native_row
-    from hir_trl.rewards import ConstraintReward
+    from hir_trl.data.loading import normalize_native_row
+    from hir_trl.step.rewards import ConstraintReward
 
     normalized = [normalize_native_row(to_native(r), i) for i, r in enumerate(rows)]
     matrix = ConstraintReward().verify([n["prompt"] for n in normalized], list(responses),
@@ -584,7 +584,7 @@ def _build(cfg: TaskConfig, out: Path, log) -> None:
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from hir_trl.tiny import build_tiny_model
+    from hir_trl.models.tiny import build_tiny_model
 
     texts = [ex["prompt"] for ex in data["sft"]] + [ex["response"] for ex in data["sft"]]
     model_dir = out / "model"

@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import verifiers
-from ..chat import instruction_text
-from ..jsonfiles import JSONFileError, read_records
+from ..data.chat import instruction_text
+from ..data.jsonfiles import JSONFileError, read_records
 from ..verifiers import ifbench, ifeval
 from ..verifiers.registry import own_loose_check, registered_families, registered_id
 
@@ -284,7 +284,7 @@ def _hir_category(family: str | None, instruction_id: str | None) -> str:
 
 
 def _hir_rows(path: str, split: str, name: str | None) -> list[EvalRow]:
-    from ..data import load_rows
+    from ..data.loading import load_rows
 
     rows = []
     for row in load_rows(path, split=split, name=name, on_unverifiable="soft"):

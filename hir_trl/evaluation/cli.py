@@ -196,7 +196,7 @@ def _check_model(model: str) -> None:
     Raises:
         FileNotFoundError: naming the folder.
     """
-    from ..data import _looks_local
+    from ..data.loading import _looks_local
 
     if not Path(model).expanduser().exists() and _looks_local(model):
         raise FileNotFoundError(f"--model {model}: no such checkpoint folder (give a local model directory or a Hub "

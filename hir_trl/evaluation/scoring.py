@@ -34,8 +34,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..chat import prompt_text
-from ..jsonfiles import JSONFileError, read_jsonl
+from ..data.chat import prompt_text
+from ..data.jsonfiles import JSONFileError, read_jsonl
 from ..judge import Judge, judge_batch
 from ..verifiers import Verdict, sentence_backend, sentence_tokenizer_name, verify_constraint
 from .benchmarks import FORMATS, LOOSE_FORMATS, Benchmark, EvalConstraint

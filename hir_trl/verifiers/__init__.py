@@ -13,13 +13,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from types import ModuleType
 from typing import Any
 
 from . import ifbench, ifeval, muldimif
 from .base import Checker, Verdict
 from .family import VerifierFamily
-from .registry import import_verifier_modules, register_verifier, registered_families
+from .registry import (
+    BUILTIN_FAMILIES,
+    FAMILIES,
+    import_verifier_modules,
+    register_verifier,
+    registered_families,
+)
 from .text import (
     count_sentences,
     count_words,
@@ -30,12 +35,9 @@ from .text import (
     split_sentences,
 )
 
-#: Family name -> family module (each has ``FAMILY``, ``REGISTRY``, ``VERIFIER`` and ``VERIFIER``'s ``build_checker``,
-#: ``check`` and ``check_loose``): the built-in families, then those `register_verifier` created. The one list of
-#: families that data loading, training, ``hir-trl synth`` and ``hir-trl eval`` read.
-FAMILIES: dict[str, ModuleType] = {module.VERIFIER.name: module for module in (ifeval, ifbench, muldimif)}
-#: The names of the built-in families.
-BUILTIN_FAMILIES: tuple[str, ...] = tuple(FAMILIES)
+FAMILIES.update({module.VERIFIER.name: module for module in (ifeval, ifbench, muldimif)})
+if tuple(FAMILIES) != BUILTIN_FAMILIES:  # pragma: no cover - a family module renamed without its registry entry
+    raise RuntimeError(f"built-in families {tuple(FAMILIES)} are not registry.BUILTIN_FAMILIES {BUILTIN_FAMILIES}")
 
 
 def unknown_family_message(family: str) -> str:

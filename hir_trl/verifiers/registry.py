@@ -40,6 +40,14 @@ from typing import Any, ClassVar
 from .base import Checker
 from .family import VerifierFamily, strict_only
 
+#: Family name -> family module (each has ``FAMILY``, ``REGISTRY``, ``VERIFIER`` and ``VERIFIER``'s ``build_checker``,
+#: ``check`` and ``check_loose``): the built-in families (added by `hir_trl.verifiers` on import), then those
+#: `register_verifier` created. The one list of families that data loading, training, ``hir-trl synth`` and
+#: ``hir-trl eval`` read.
+FAMILIES: dict[str, types.ModuleType] = {}
+#: The names of the built-in families.
+BUILTIN_FAMILIES: tuple[str, ...] = ("ifeval", "ifbench", "muldimif")
+
 #: A checker function: ``check(response, **kwargs) -> bool`` (plus ``prompt=`` when it accepts that argument).
 CheckFunction = Callable[..., bool]
 
@@ -232,8 +240,6 @@ def register_verifier(family: str, instruction_id: str, check: CheckFunction | N
         TypeError: ``check``, ``check_loose``, ``sample_kwargs`` or ``description`` is not callable (a string for
             ``description``).
     """
-    from . import BUILTIN_FAMILIES
-
     _check_name("family", family)
     _check_name("instruction_id", instruction_id, builtin=family in BUILTIN_FAMILIES)
     if check is None:
@@ -246,8 +252,6 @@ def register_verifier(family: str, instruction_id: str, check: CheckFunction | N
     if description is not None and not (isinstance(description, str) or callable(description)):
         raise TypeError(f"description must be a string or a function (**kwargs) -> str, got "
                         f"{type(description).__name__}")
-    from . import FAMILIES
-
     module = FAMILIES.get(family)
     registry: MutableMapping[str, type[Checker]] | None = None if module is None else module.REGISTRY
     if registry is not None and instruction_id in registry and not replace:
@@ -267,8 +271,6 @@ def register_verifier(family: str, instruction_id: str, check: CheckFunction | N
 
 def own_loose_check(family: str | None, instruction_id: str | None) -> bool:
     """True when ``(family, instruction_id)`` was registered with a ``check_loose`` of its own."""
-    from . import FAMILIES
-
     module = FAMILIES.get(family) if family else None
     cls = None if module is None else module.REGISTRY.get(instruction_id)
     return isinstance(cls, type) and issubclass(cls, RegisteredChecker) and cls.loose is not None
@@ -277,8 +279,6 @@ def own_loose_check(family: str | None, instruction_id: str | None) -> bool:
 def registered_id(name: str) -> tuple[str, str] | None:
     """``(family, instruction_id)`` for ``"family:instruction_id"`` naming an id of a registered family (how an
     IFEval-format benchmark row lists it in ``instruction_id_list``), else None."""
-    from . import FAMILIES
-
     family, _, instruction_id = name.partition(":")
     if family not in registered_families() or instruction_id not in FAMILIES[family].REGISTRY:
         return None
@@ -287,8 +287,6 @@ def registered_id(name: str) -> tuple[str, str] | None:
 
 def registered_families() -> list[str]:
     """The families created with `register_verifier` (not the built-in ones), in registration order."""
-    from . import BUILTIN_FAMILIES, FAMILIES
-
     return [name for name in FAMILIES if name not in BUILTIN_FAMILIES]
 
 

@@ -28,7 +28,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from .errors import one_line
+from ..errors import one_line
 
 USAGE = """usage: hir-trl <command> [options]
 
@@ -69,7 +69,7 @@ def make_train_parser():
     """
     from trl import ModelConfig, TrlParser
 
-    from .configs import HiRConfig, HiRScriptArguments
+    from ..configs import HiRConfig, HiRScriptArguments
 
     class TrainParser(TrlParser):
         def error(self, message):  # argparse's error(): usage + message + exit 2
@@ -84,7 +84,7 @@ def parse_train_args(argv: Sequence[str]):
     Raises:
         UsageError, ValueError: a bad flag, an unknown recipe key, or a value of the wrong type or out of range.
     """
-    from .configs import field_type_problem
+    from ..configs import field_type_problem
     from .recipes import check_recipe
 
     argv = list(argv)
@@ -397,7 +397,7 @@ def check_model_path(model_name_or_path: str, build_model: str | None) -> None:
     Raises:
         FileNotFoundError: naming the folder and the fix.
     """
-    from .data import _looks_local
+    from ..data.loading import _looks_local
 
     if build_model or Path(model_name_or_path).expanduser().exists() or not _looks_local(model_name_or_path):
         return
@@ -442,9 +442,9 @@ def prepare_training(script_args, training_args, model_args):
     """
     from trl import get_peft_config, get_quantization_config
 
-    from .data import load_hir_dataset
-    from .trainer import HiRTrainer
-    from .verifiers import import_verifier_modules
+    from ..data.loading import load_hir_dataset
+    from ..trainer import HiRTrainer
+    from ..verifiers import import_verifier_modules
 
     if not script_args.dataset_name:
         raise ValueError("dataset_name is required: give a recipe (hir-trl train --config recipe.yaml, e.g. "
@@ -477,11 +477,11 @@ def prepare_training(script_args, training_args, model_args):
                                on_unverifiable=script_args.dataset_on_unverifiable)
     check_model_path(model_args.model_name_or_path, script_args.build_model)
     if script_args.build_model == "tiny":
-        from .tiny import ensure_tiny_model
+        from ..models.tiny import ensure_tiny_model
 
         ensure_tiny_model(model_args.model_name_or_path, lambda: _training_texts(dataset))
     elif script_args.build_model == "smollm2":
-        from .models import ensure_smollm2_model
+        from ..models.smollm2 import ensure_smollm2_model
 
         ensure_smollm2_model(model_args.model_name_or_path,
                              announce=lambda line: print(f"hir-trl train: {line}", file=sys.stderr, flush=True))
@@ -551,8 +551,8 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     cache that cannot be read (`hir_trl.judge.JudgeCacheError`), a missing optional package."""
     import yaml
 
-    from .judge import JudgeError, MissingJudgeKeyError
-    from .models import MissingDependencyError
+    from ..judge import JudgeError, MissingJudgeKeyError
+    from ..models.smollm2 import MissingDependencyError
 
     return (ValueError, OSError, yaml.YAMLError, MissingJudgeKeyError, JudgeError, MissingDependencyError)
 
@@ -581,8 +581,8 @@ def run_train(argv: Sequence[str]) -> int:
         except KeyboardInterrupt:
             print("hir-trl train: interrupted before training started", file=sys.stderr)
             return 130
-        from .guards import NonFiniteTrainingError, RewardFunctionError
-        from .judge import JudgeError
+        from ..guards import NonFiniteTrainingError, RewardFunctionError
+        from ..judge import JudgeError
 
         try:
             run_training(trainer, dataset, script_args, training_args)
@@ -631,11 +631,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command == "train":
         return run_train(rest)
     if command == "synth":
-        from .synth import main as synth_main
+        from ..data.synth import main as synth_main
 
         return synth_main(rest)
     if command == "eval":
-        from .evaluation import main as eval_main
+        from ..evaluation import main as eval_main
 
         return eval_main(rest)
     if command == "recipes":
@@ -649,6 +649,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"hir-trl: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     return 2
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -48,7 +48,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from . import verifiers
+from .. import verifiers
 from .jsonfiles import JSONFileError, read_json, read_jsonl
 from .templates import TEMPLATES, join_instruction
 

@@ -70,13 +70,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import one_line
+from ..verifiers import FAMILIES, ifeval, iftrain, import_verifier_modules, registered_families
+from ..verifiers import is_known as _is_known
+from ..verifiers.registry import VerifierModuleError
 from .chat import last_user_text
-from .errors import one_line
 from .jsonfiles import read_json, read_jsonl
 from .templates import join_instruction
-from .verifiers import FAMILIES, ifeval, iftrain, import_verifier_modules, registered_families
-from .verifiers import is_known as _is_known
-from .verifiers.registry import VerifierModuleError
 
 logger = logging.getLogger(__name__)
 

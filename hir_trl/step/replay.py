@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .templates import join_instruction
+from ..data.templates import join_instruction
 
 #: Cap on the curriculum weight lambda_s. lambda_0 * (1 + eta)^s overflows a float (OverflowError at step 14,548
 #: with the paper's lambda_0 = 2, eta = 0.05; at step 397 with eta = 5), so lambda_s stops growing here. The cap

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .step_state import SupplementarySamples
+from .state import SupplementarySamples
 
 
 @dataclass(frozen=True)

@@ -190,7 +190,7 @@ def training_summary(output_dir: str | os.PathLike, log_history: Sequence[Mappin
             lines.append("      q' keeps:")
             lines += [f"        - {_clip(str(c), 150)}" for c in ex["kept"]] or ["        (none)"]
             lines.append(f"      y : {_clip(ex['y'], 160)!r}")
-    from .verifiers.registry import checker_failures
+    from ..verifiers.registry import checker_failures
 
     failures = checker_failures()
     if failures:

@@ -97,7 +97,7 @@ def recipes_root() -> Path:
     Raises:
         FileNotFoundError: neither exists (a broken installation).
     """
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]
     for folder in (package / "recipes_data", package.parent / RECIPES_DIR):
         if folder.is_dir():
             return folder
@@ -252,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         selected = list_recipes(root) if args.all else resolve_recipe_names(names, root)
         written, unchanged = copy_recipes(selected, dest, overwrite=args.overwrite, root=root)
     except (RecipeError, OSError) as exc:
-        from .errors import one_line
+        from ..errors import one_line
 
         print(f"hir-trl recipes: error: {one_line(exc)}", file=sys.stderr)
         return 2

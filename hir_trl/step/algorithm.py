@@ -19,6 +19,8 @@ from typing import Any, Protocol
 
 import torch
 
+from ..data.chat import completion_text, instruction_text
+from ..verifiers import achieved_constraint
 from .advantages import hir_advantages, kl_in_reward_per_token
 from .batch import (
     MULTIMODAL_KEYS,
@@ -30,13 +32,7 @@ from .batch import (
     plan_new_rows,
     sequence_advantages,
 )
-from .chat import completion_text, instruction_text
-from .loss_weighting import prepare_loss_batch
-from .replay import allocate_shortfall, curriculum_lambda, select_rewrite
-from .rewards import replay_row_rewards
-from .sampling import completion_ended, diversity_scores, entropies_and_old_logps
-from .shortfall import ShortfallPolicy
-from .step_log import (
+from .log import (
     COUNTS,
     LOG_COLUMNS,
     TIMINGS,
@@ -46,8 +42,12 @@ from .step_log import (
     replay_counts,
     replay_metrics,
 )
-from .step_state import HiRCapture, HiRStep, SupplementarySamples
-from .verifiers import achieved_constraint
+from .loss_weighting import prepare_loss_batch
+from .replay import allocate_shortfall, curriculum_lambda, select_rewrite
+from .rewards import replay_row_rewards
+from .sampling import completion_ended, diversity_scores, entropies_and_old_logps
+from .shortfall import ShortfallPolicy
+from .state import HiRCapture, HiRStep, SupplementarySamples
 
 
 class StepPasses(Protocol):

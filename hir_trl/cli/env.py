@@ -62,7 +62,7 @@ def _hir_trl_version() -> str:
     """hir-trl's installed version; ``+<commit>`` and the folder when it runs from a git checkout (an editable
     install), as ``trl env`` does."""
     found = package_version("hir-trl")
-    checkout = Path(__file__).resolve().parents[1]
+    checkout = Path(__file__).resolve().parents[2]
     if not (checkout / ".git").exists():
         return found
     try:

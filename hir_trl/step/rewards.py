@@ -19,9 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .chat import completion_text, instruction_text
-from .judge import Judge, judge_batch  # noqa: F401 - Judge, judge_batch: public here too
-from .verifiers import Verdict, verify_constraint
+from ..data.chat import completion_text, instruction_text
+from ..judge import Judge, judge_batch  # noqa: F401 - Judge, judge_batch: public here too
+from ..verifiers import Verdict, verify_constraint
 
 #: ``HiRConfig.reward_mode`` choices: ILA (binary, all constraints met) or CLA (fraction of constraints met).
 REWARD_MODES = ("ila", "cla")
@@ -254,7 +254,7 @@ def check_soft_constraints_judged(train_dataset: Any, eval_dataset: Any = None) 
         SoftConstraintsWithoutJudgeError: (a `ValueError`) the training or evaluation data holds soft constraints
             (or is a streaming dataset, which cannot be checked) and no judge is configured.
     """
-    from .data import count_soft_constraints
+    from ..data.loading import count_soft_constraints
 
     for split, dataset in (("training", train_dataset), ("evaluation", eval_dataset)):
         counts = count_soft_constraints(dataset)
@@ -298,9 +298,9 @@ def trainer_reward(args: Any, train_dataset: Any, eval_dataset: Any = None, rewa
         SoftConstraintsWithoutJudgeError: see `check_soft_constraints_judged`.
         KeyError: ``judge_api_key_env`` names an unset variable.
     """
-    from .data import drop_soft_constraints, has_soft_constraints
-    from .guards import checked_reward_function
-    from .judge import build_judge
+    from ..data.loading import drop_soft_constraints, has_soft_constraints
+    from ..guards import checked_reward_function
+    from ..judge import build_judge
 
     funcs = [] if reward_funcs is None else list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [
         reward_funcs]
@@ -380,7 +380,7 @@ def extra_rewards(functions: Sequence[Callable[..., Any]], prompts: Sequence[Any
         hir_trl.guards.NonFiniteTrainingError: a NaN or inf reward (both from `hir_trl.guards.check_rewards`, the
             one check of every reward function's output).
     """
-    from .guards import check_rewards
+    from ..guards import check_rewards
 
     if not prompts:
         return []
