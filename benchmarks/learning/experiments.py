@@ -3,7 +3,7 @@
 Each experiment is ``benchmarks/experiments/<name>/`` (`benchmarks.learning.records`); every decision is an entry
 of ``benchmarks/experiments/decision.json``. Three commands, run from the repository root::
 
-    python -m benchmarks.learning.experiments pack      # fold every loose runs/*.json into its runs.jsonl
+    python -m benchmarks.learning.experiments pack      # fold every loose runs/*.json into its runs.jsonl (plain)
     python -m benchmarks.learning.experiments decide    # recompute decision.json from the records (minutes)
     python -m benchmarks.learning.experiments report    # every report.md, the generated README tables, pictures
     python -m benchmarks.learning.experiments report --check   # exit 1 if any of them is out of date
@@ -155,9 +155,9 @@ def decisions_table(decisions: Sequence[dict[str, Any]]) -> str:
 def experiments_table(generated_reports: Sequence[Path] = ()) -> str:
     """benchmarks/README.md's list of experiment folders: what each holds (a report counts once it exists or is
     among ``generated_reports``, those `generated` is about to write)."""
-    lines = ["| folder | pre-registered | records in runs.jsonl | report |", "|---|---|---|---|"]
+    lines = ["| folder | pre-registered | packed records | report |", "|---|---|---|---|"]
     for folder in experiment_folders():
-        runs = len(records.read_jsonl(folder / records.RUNS_FILE)) or "-"
+        runs = len(records.packed_records(folder)) or "-"
         prereg = "yes" if (folder / records.PREREGISTRATION_FILE).is_file() else "no"
         has_report = (folder / REPORT_FILE).is_file() or folder / REPORT_FILE in set(generated_reports)
         report = f"[report.md](experiments/{folder.name}/{REPORT_FILE})" if has_report else "-"

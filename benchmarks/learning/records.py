@@ -1,4 +1,5 @@
-"""Where an experiment's files live, and its run records: packed in ``runs.jsonl``, or loose in ``runs/``.
+"""Where an experiment's files live, and its run records: packed in ``runs.jsonl`` (gzipped once finished), or
+loose in ``runs/``.
 
 An experiment is one folder, ``benchmarks/experiments/<name>/``, named after the pre-registration's
 ``experiment:`` key:

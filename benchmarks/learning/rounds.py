@@ -1,8 +1,9 @@
 """Helpers of the pre-registered rounds after the decisive experiment (``benchmarks/experiments/<round>/
 preregistration.yaml``: ``equal-sampling``, ``written-objective``, ``replay-ratio``, ``binary-hir``), run by
 ``benchmarks/sweeps/rounds.sh``. Every record is read through `benchmarks.learning.records`: an experiment folder's
-packed ``runs.jsonl`` and its loose ``runs/*.json``; a round's pairing-check rerun and its fallback baselines are
-record folders of their own inside the round's folder (``pairing-check/``, and the one its ``pairing_check:`` names).
+packed ``runs.jsonl`` (gzipped once finished: ``runs.jsonl.gz``) and its loose ``runs/*.json``; a round's
+pairing-check rerun and its fallback baselines are record folders of their own inside the round's folder
+(``pairing-check/``, and the one its ``pairing_check:`` names).
 
 - ``check A B --method M --seed S``: the pairing check every round runs first. B is a rerun, at the round's commit
   and on the round's machine, of a committed decisive record A: the two must be the same run (`same_run`: every
@@ -108,7 +109,8 @@ def load_preregistration(path: str | Path) -> dict[str, Any]:
 
 def load_record(where: Path, method: str | None = None, seed: int | None = None) -> dict[str, Any] | None:
     """One run record: the ``.json`` file ``where`` itself, or the record of ``method`` and ``seed`` in the ``.jsonl``
-    file or record folder ``where`` (`records.find`: a loose record before a packed one); ``None`` when absent.
+    (or gzipped ``.jsonl.gz``) file or record folder ``where`` (`records.find`: a loose record before a packed one);
+    ``None`` when absent.
 
     Raises:
         ValueError: ``where`` is a ``.jsonl`` file or a folder and ``method`` or ``seed`` is not given.
@@ -118,7 +120,7 @@ def load_record(where: Path, method: str | None = None, seed: int | None = None)
         return json.loads(where.read_text()) if where.is_file() else None
     if method is None or seed is None:
         raise ValueError(f"{where}: a records folder or .jsonl file needs --method and --seed")
-    if where.suffix == ".jsonl":
+    if where.name.endswith((".jsonl", ".jsonl.gz")):
         return next((r for r in records.read_jsonl(where) if records.record_key(r) == f"{method}-seed{seed}"), None)
     return records.find(where, method, seed)
 
@@ -477,8 +479,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="exit 0 when two run records are the same run")
-    check.add_argument("committed", type=Path, help="record folder, .jsonl file or .json record")
-    check.add_argument("rerun", type=Path, help="record folder, .jsonl file or .json record")
+    check.add_argument("committed", type=Path, help="record folder, .jsonl(.gz) file or .json record")
+    check.add_argument("rerun", type=Path, help="record folder, .jsonl(.gz) file or .json record")
     check.add_argument("--method", default=None, help="the method of the records (for a folder or .jsonl)")
     check.add_argument("--seed", type=int, default=None, help="the seed of the records (for a folder or .jsonl)")
     seeds = sub.add_parser("seeds", help="print the new arm's seeds to run now, comma-separated")
