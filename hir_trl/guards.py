@@ -128,7 +128,7 @@ def check_rewards(name: str, rewards: Any, expected: int) -> list[float | None]:
 def checked_reward_function(function: Callable[..., Any]) -> Callable[..., Any]:
     """``function`` (a TRL-style reward function, sync or ``async def``) with its results checked on every call by
     `check_rewards`; the wrapper keeps its ``__name__`` (TRL's metric names) and signature."""
-    from trl.trainer.utils import get_callable_name, is_async_callable
+    from .trl_internals import get_callable_name, is_async_callable
 
     if getattr(function, "__hir_checked__", False):
         return function

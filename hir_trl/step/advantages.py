@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from trl.trainer.utils import nanstd
 
+from ..trl_internals import nanstd
 from .batch import group_members, loss_mask
 
 #: ``HiRConfig.replay_advantage`` choices.

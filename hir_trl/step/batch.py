@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from trl.trainer.utils import pad
 
+from ..trl_internals import pad
 from .replay import ReplayChoice
 
 #: Per-row output keys of `GRPOTrainer._generate_and_score_completions` that HiR extends (text-only models).
