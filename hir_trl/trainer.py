@@ -4,22 +4,20 @@ The class holds `__init__` and TRL's hooks, each calling super() and handing HiR
 m = ``num_generations`` completions per instruction and scores them with `ConstraintReward`; `hir_trl.step` then
 completes every group as the paper's Algorithm 2 (Select-Rewrite, Algorithm 1, in `hir_trl.replay`; the shortfall
 policy in `hir_trl.shortfall`; the new rows in `hir_trl.batch`; advantages in `hir_trl.advantages`). The step
-reaches the trainer through `hir_trl.trl_adapter.TRLPasses`, the one place that touches TRL's private state; its
-state is typed in `hir_trl.step_state`, the model card is `hir_trl.card`'s and the platform workarounds are
-`hir_trl.workarounds`'.
+reaches the trainer through `hir_trl.trl_adapter.TRLPasses` (``hir_passes``), the one place that touches TRL's
+private state and the holder of HiR's per-trainer state (replay RNG, step timer, the current capture), which the
+hooks call too; the step's state is typed in `hir_trl.step.state`, the model card is `hir_trl.card`'s and the
+platform workarounds are `hir_trl.models.workarounds`'.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import random
 from typing import Any
 
-import torch
 from trl import GRPOTrainer
 
-from . import trl_adapter
 from .card import HIR_PAPER, add_hir_section, card_dataset_name, card_fields, hir_card_section
 from .compat import check_trainer_arguments
 from .configs import HiRConfig, check_batch_layout
@@ -28,12 +26,12 @@ from .guards import NonFiniteGuard
 from .models.workarounds import check_head_size, fix_colocate_weight_sync, gloo_teardown_pause, vllm_runs_on_cpu
 from .step.advantages import TRL_ESTIMATOR
 from .step.algorithm import hir_generation_batch, trl_generation_batch
-from .step.log import StepTimer
 from .step.replay import HIR_STATE_FILE, restore_checkpoint_state, save_checkpoint_state
 from .step.rewards import Judge, SoftConstraintsWithoutJudgeError, check_soft_constraints_judged, trainer_reward
 from .step.sampling import record_while_sampling
 from .step.shortfall import shortfall_policy
-from .step.state import HiRCapture, HiRStep
+from .step.state import HiRStep
+from .trl_adapter import TRLPasses
 from .verifiers import sentence_backend
 
 logger = logging.getLogger(__name__)
@@ -64,7 +62,7 @@ class HiRTrainer(GRPOTrainer):
             ``reward_weights[0] x constraint reward + sum_i reward_weights[i] x fn_i`` (weights 1 when unset), where
             the constraint reward is ``HiRConfig.reward_mode``'s (ILA or CLA; 1 for a replay, which meets every
             constraint q' keeps). A replay is a new row: its functions' rewards are computed on its own (q', y),
-            with the keyword arguments TRL passes (`hir_trl.trl_adapter.replay_reward_kwargs`).
+            with the keyword arguments TRL passes (`hir_trl.trl_adapter.TRLPasses.replay_reward_kwargs`).
         judge: the soft-constraint judge for the default `ConstraintReward`.
         dataset_name: the training dataset's Hub id or path, recorded in every model card.
         **kwargs: passed to `GRPOTrainer` (``eval_dataset``, ``processing_class``, ``peft_config``, ...).
@@ -110,12 +108,12 @@ class HiRTrainer(GRPOTrainer):
         if not isinstance(args, HiRConfig):
             raise TypeError(f"HiRTrainer needs a HiRConfig, got {type(args).__name__}")
         check_trainer_arguments(kwargs)  # GRPOTrainer arguments replays cannot honour (`hir_trl.compat`)
+        # HiR's per-trainer state and its one way to TRL (the hooks' and the step's, `hir_trl.step.StepPasses`)
+        self.hir_passes = TRLPasses(self, seed=args.seed)
         if args.use_vllm:
-            from trl.import_utils import is_vllm_available
-
             from .models.smollm2 import MissingDependencyError
 
-            if not is_vllm_available():
+            if not self.hir_passes.vllm_available():
                 raise MissingDependencyError("use_vllm: true needs vLLM, which is not installed: pip install vllm "
                                              "(on CPU: docs/scale-out.md 'vLLM on CPU'), or set use_vllm: false to sample "
                                              "with transformers generate")
@@ -131,20 +129,14 @@ class HiRTrainer(GRPOTrainer):
         self.constraint_reward = reward_funcs
         self.dataset_name = dataset_name
         self.last_replay: HiRStep | None = None  # what the latest HiR generation batch added on this rank
-        self._capture: HiRCapture | None = None  # set during each TRL call of a HiR step (`hir_trl.step_state`)
-        self._replay_rng = random.Random(args.seed)
-        self._timer = StepTimer()
         self._shortfall = shortfall_policy(args.replay_shortfall, args.num_replays)  # chosen once (`hir_trl.shortfall`)
-        self.hir_passes = trl_adapter.TRLPasses(self)  # what the step needs from the trainer (`hir_trl.step`)
         super().__init__(model=model, reward_funcs=[reward_funcs, *self.extra_reward_funcs], args=args,
                          train_dataset=train_dataset, **kwargs)
         if self.use_vllm and self.vllm_mode == "colocate" and vllm_runs_on_cpu():
             fix_colocate_weight_sync(self.vllm_generation)  # vLLM's CPU build repacks its weights
         self.add_callback(NonFiniteGuard())  # stop on a NaN/inf gradient, parameter or loss (`hir_trl.guards`)
-        if self.accelerator.device.type == "cuda":
-            self._timer = StepTimer(torch.cuda.synchronize)
         # KL in the reward (released code): HiR takes beta as the KL-in-reward coefficient, TRL's KL loss term off
-        self.kl_coef = trl_adapter.move_kl_to_reward(self) if args.kl_in_reward else 0.0
+        self.kl_coef = self.hir_passes.move_kl_to_reward() if args.kl_in_reward else 0.0
         limits = prompt_length_limits(  # a prompt must leave room to sample (`hir_trl.data.check_prompt_lengths`)
             args.max_prompt_length,
             getattr(self.accelerator.unwrap_model(self.model).config, "max_position_embeddings", None),
@@ -152,13 +144,13 @@ class HiRTrainer(GRPOTrainer):
         for name, dataset in (("train_dataset", self.train_dataset), ("eval_dataset", self.eval_dataset)):
             for part, split in (dataset.items() if isinstance(dataset, dict) else [(None, dataset)]):
                 check_prompt_lengths(split, name if part is None else f"{name}[{part!r}]",
-                                     lambda prompts: trl_adapter.tokenize_prompts(self, prompts), limits)
+                                     self.hir_passes.tokenize_prompts, limits)
         groups = args.generation_batch_size // args.num_generations  # the log holds k more rows per group
-        trl_adapter.resize_completion_log(self, args.generation_batch_size + groups * args.num_replays)
+        self.hir_passes.resize_completion_log(args.generation_batch_size + groups * args.num_replays)
         logger.info("HiR verifiers: sentence splitter = %s", sentence_backend())
-        self._no_recording_reason = trl_adapter.sampling_record_problem(self)
+        no_recording = self.hir_passes.after_trl_init()  # the step timer on CUDA; can generate record while sampling?
         logger.info("HiR token entropies / sampling log-probs: %s", "recorded while generate samples"
-                    if self._no_recording_reason is None else f"not recorded ({self._no_recording_reason})")
+                    if no_recording is None else f"not recorded ({no_recording})")
 
     @property
     def hir_step(self) -> bool:
@@ -174,7 +166,8 @@ class HiRTrainer(GRPOTrainer):
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         """Override of `GRPOTrainer._calculate_rewards`: keep, in a HiR step, what the step needs from TRL's reward
         call and TRL does not return: the prompts and decoded completions, `ConstraintReward`'s verdicts, this
-        rank's (B, F) rows of ``rewards_per_func`` and TRL's ``environments`` (`hir_trl.trl_adapter.keep_reward_call`).
+        rank's (B, F) rows of ``rewards_per_func`` and TRL's ``environments``
+        (`hir_trl.trl_adapter.TRLPasses.keep_reward_call`).
 
         Calls super (which calls `ConstraintReward` and each extra reward function once per row; `ConstraintReward`
         logs ``reward/ila``, ``reward/cla`` and ``verify/errors`` through TRL's ``log_metric``).
@@ -187,7 +180,7 @@ class HiRTrainer(GRPOTrainer):
         """
         self.constraint_reward.last_verdicts = None
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        return trl_adapter.keep_reward_call(self, prompts, completions, rewards_per_func)
+        return self.hir_passes.keep_reward_call(prompts, completions, rewards_per_func)
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep,
                                            batch_size=None, compute_entropy=False, **kwargs):
@@ -199,7 +192,7 @@ class HiRTrainer(GRPOTrainer):
         Returns:
             ``(logps (B, T), entropies (B, T) or None, aux_loss)`` as super does.
         """
-        capture = self._capture
+        capture = self.hir_passes.capture
         share = capture is not None and capture.share_old_pass and capture.entropies is None
         logps, entropies, aux = super()._get_per_token_logps_and_entropies(
             model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
@@ -222,19 +215,20 @@ class HiRTrainer(GRPOTrainer):
             super's ``(completion_ids, logprobs)``, unchanged; the recorded values go to the current
             `HiRCapture` (``recorded``: per completion, (n_i,) ``logps`` and ``entropies``).
         """
-        return record_while_sampling(super()._generate_single_turn, self._capture,
-                                     self.accelerator.unwrap_model(self.model_wrapped), self.temperature, self._timer,
-                                     prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
+        return record_while_sampling(super()._generate_single_turn, self.hir_passes.capture,
+                                     self.accelerator.unwrap_model(self.model_wrapped), self.temperature,
+                                     self.hir_passes.timer, prompt_ids, images, multimodal_fields, num_generations,
+                                     has_tool_images)
 
     def _compute_loss(self, model, inputs):
         """Override of `GRPOTrainer._compute_loss`: super's loss, unchanged, and the ``hir/replay_ratio_mean`` and
         ``hir/replay_clip_ratio`` of the micro-batch's replays from that same forward pass
-        (`hir_trl.trl_adapter.replay_ratio_logging`).
+        (`hir_trl.trl_adapter.TRLPasses.replay_ratio_logging`).
 
         Returns:
             super's scalar loss tensor.
         """
-        with trl_adapter.replay_ratio_logging(self, inputs):
+        with self.hir_passes.replay_ratio_logging(inputs):
             return super()._compute_loss(model, inputs)
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -262,7 +256,7 @@ class HiRTrainer(GRPOTrainer):
         Raises:
             NotImplementedError: a multimodal batch, or a batch key HiR cannot extend.
         """
-        trl_adapter.start_completion_log(self)  # the completion log holds exactly this generation batch's rows
+        self.hir_passes.start_completion_log()  # the completion log holds exactly this generation batch's rows
         if not self.hir_step:
             return trl_generation_batch(self.hir_passes, inputs, super()._generate_and_score_completions(inputs),
                                         self.model.training)
@@ -274,8 +268,8 @@ class HiRTrainer(GRPOTrainer):
 
     def evaluation_loop(self, *args: Any, **kwargs: Any) -> Any:
         """Override of `transformers.Trainer.evaluation_loop`: super's, with the evaluation batches' completions kept
-        out of the training steps' completion log (`hir_trl.trl_adapter.separate_completion_log`)."""
-        with trl_adapter.separate_completion_log(self):
+        out of the training steps' completion log (`hir_trl.trl_adapter.TRLPasses.separate_completion_log`)."""
+        with self.hir_passes.separate_completion_log():
             return super().evaluation_loop(*args, **kwargs)
 
     def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None,
@@ -313,7 +307,7 @@ class HiRTrainer(GRPOTrainer):
         """
         super()._save_checkpoint(model, trial)
         if self.args.should_save:
-            save_checkpoint_state(trl_adapter.checkpoint_folder(self, trial), self._replay_rng,
+            save_checkpoint_state(self.hir_passes.checkpoint_folder(trial), self.hir_passes.replay_rng,
                                   os.path.join(self.args.output_dir, "README.md"))
 
     def _load_optimizer_and_scheduler(self, checkpoint):
@@ -324,7 +318,7 @@ class HiRTrainer(GRPOTrainer):
         optimizer and the step counter resume exactly (`hir_trl.replay.restore_checkpoint_state`).
         """
         super()._load_optimizer_and_scheduler(checkpoint)
-        restore_checkpoint_state(checkpoint, self._replay_rng, self.args.seed)
+        restore_checkpoint_state(checkpoint, self.hir_passes.replay_rng, self.args.seed)
 
 
 __all__ = ["HIR_PAPER", "HIR_STATE_FILE", "card_fields", "HiRStep", "HiRTrainer", "SoftConstraintsWithoutJudgeError",

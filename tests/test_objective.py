@@ -378,7 +378,7 @@ def test_resume_continues_lambda_rng_and_steps_exactly(tmp_path, tiny_model_path
         assert x["hir/lambda"] == y["hir/lambda"] == 2.0 * 1.5 ** (x["step"] - 1)
         assert x["loss"] == pytest.approx(y["loss"], abs=1e-6)
         assert x["hir/replay_integrity_mean"] == y["hir/replay_integrity_mean"]
-    assert straight._replay_rng.getstate() == resumed._replay_rng.getstate()
+    assert straight.hir_passes.replay_rng.getstate() == resumed.hir_passes.replay_rng.getstate()
     for (name, p), (_, q) in zip(straight.model.named_parameters(), resumed.model.named_parameters()):
         assert torch.allclose(p, q, atol=1e-6), name
 
@@ -499,10 +499,10 @@ def _simulate_vllm(monkeypatch, importance_sampling: bool):
     """GRPOTrainer's vLLM path adds `sampling_per_token_logps` (B, T) for the sampled rows and, with its importance
     sampling correction, `importance_sampling_ratio` (B, T) and its own `old_per_token_logps` pass; all belong to
     (q, y). Simulated by adding them to super's output; HiR's recorder is off from the trainer's construction on, as
-    under vLLM (`trl_adapter.sampling_record_problem` names the reason)."""
-    import hir_trl.trl_adapter as trl_adapter
+    under vLLM (`TRLPasses.sampling_record_problem` names the reason)."""
+    from hir_trl.trl_adapter import TRLPasses
 
-    monkeypatch.setattr(trl_adapter, "sampling_record_problem", lambda trainer: "vLLM generates (simulated)")
+    monkeypatch.setattr(TRLPasses, "sampling_record_problem", lambda passes: "vLLM generates (simulated)")
     original = GRPOTrainer._generate_and_score_completions
 
     def with_vllm_keys(self, inputs):

@@ -131,6 +131,46 @@ def test_no_module_and_no_room_imports_itself_in_a_circle():
     assert circles(rooms) == []
 
 
+#: The one module that imports TRL's internals (`hir_trl.trl_internals`, the TRL adapter's import side).
+TRL_INTERNALS_HOME = PACKAGE / "trl_internals.py"
+
+
+def trl_internal_imports(source: str) -> list[str]:
+    """The TRL-internal modules ``source`` imports (module level or inside a function): ``trl.<anything>``, or a
+    submodule of ``trl`` taken with ``from trl import <submodule>``; ``from trl import GRPOTrainer`` (TRL's public
+    API, names TRL exports at its top level) is not one."""
+    from importlib.util import find_spec
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names if alias.name.startswith("trl.")]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            if node.module.startswith("trl."):
+                found.append(node.module)
+            elif node.module == "trl":
+                found += [f"trl.{alias.name}" for alias in node.names if find_spec(f"trl.{alias.name}") is not None]
+    return found
+
+
+def test_trl_internal_imports_finds_internal_imports_and_no_public_one():
+    source = ("import trl\nfrom trl import GRPOTrainer, GRPOConfig\nfrom trl.trainer.utils import pad\n"
+              "def f():\n    import trl.import_utils\n    from trl import models\n")
+    assert trl_internal_imports(source) == ["trl.trainer.utils", "trl.import_utils", "trl.models"]
+
+
+def test_trl_internals_are_imported_only_by_the_adapter():
+    """Everything hir-trl takes from TRL beyond its public API is imported in `hir_trl/trl_internals.py`, the TRL
+    adapter's import side, whose names `tests/test_trl_adapter.py` checks against the installed TRL."""
+    offenders = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path != TRL_INTERNALS_HOME and (found := trl_internal_imports(path.read_text())):
+            offenders[path.relative_to(ROOT).as_posix()] = found
+    assert offenders == {}
+    assert trl_internal_imports(TRL_INTERNALS_HOME.read_text())
+    assert not re.search(r"^\s*(from|import) \.", TRL_INTERNALS_HOME.read_text(), re.M)  # a leaf: imports no hir_trl
+
+
 def test_the_code_map_lists_every_module():
     text = (ROOT / "docs" / "development.md").read_text()
     code_map = text[text.index("## Code map"):]

@@ -118,7 +118,7 @@ def test_default_step_runs_no_extra_pass(tmp_path, tiny_model_path, sample_datas
     """Aligned steps, transformers generation (the default): F_div from the recorded exact entropies and the
     replays' pi_old(y | q) from the recorded log-probs; no no-grad pass at all; timings logged."""
     trainer = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path), train_dataset=sample_dataset)
-    assert trainer._no_recording_reason is None
+    assert trainer.hir_passes.no_recording_reason is None
     calls = spy_generation(trainer)
     passes = _count_policy_passes(trainer)
     trainer.train()
@@ -169,7 +169,7 @@ def test_a_logit_processor_before_the_recorder_falls_back_to_the_pass(tmp_path, 
     no-grad pass under q gives the policy's entropies and old log-probs, as before."""
     trainer = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path, repetition_penalty=1.1),
                          train_dataset=sample_dataset)
-    assert "repetition_penalty=1.1" in trainer._no_recording_reason
+    assert "repetition_penalty=1.1" in trainer.hir_passes.no_recording_reason
     calls = spy_generation(trainer)
     passes = _count_policy_passes(trainer)
     trainer.train()

@@ -12,7 +12,6 @@ from datasets import Dataset
 
 from hir_trl import DatasetFormatError, HiRConfig, HiRTrainer, load_hir_dataset
 from hir_trl.data.loading import normalize_dataset
-from hir_trl.trl_adapter import tokenize_prompts
 
 from .conftest import SAMPLE_DATA
 
@@ -109,7 +108,7 @@ def test_max_prompt_length_refuses_longer_prompts_and_counts_the_chat_template(t
     dataset = normalize_dataset(NATIVE)
     common = dict(use_cpu=True, report_to="none", judge_model="")
     trainer = HiRTrainer(str(tiny_model_path), args=HiRConfig(str(tmp_path / "a"), **common), train_dataset=dataset)
-    lengths = [len(ids) for ids in tokenize_prompts(trainer, dataset[:]["prompt"])]
+    lengths = [len(ids) for ids in trainer.hir_passes.tokenize_prompts(dataset[:]["prompt"])]
     longest = max(lengths)
     HiRTrainer(str(tiny_model_path), args=HiRConfig(str(tmp_path / "b"), max_prompt_length=longest, **common),
                train_dataset=dataset)  # exactly at the limit: accepted

@@ -1,4 +1,5 @@
-"""`hir_trl.trl_adapter` against the installed TRL: each test fails loudly when TRL's private behaviour changes."""
+"""`hir_trl.trl_adapter.TRLPasses` and `hir_trl.trl_internals` against the installed TRL: each test fails loudly when
+TRL's private behaviour changes."""
 
 from __future__ import annotations
 
@@ -31,17 +32,18 @@ def test_trl_computes_old_logps_matches_trl(tmp_path, tiny_model_path, sample_da
     trainer.model.train()
     output = trainer._generate_and_score_completions(_batch(trainer, sample_dataset, 6))
     computed = output.get("old_per_token_logps") is not None
-    assert trl_adapter.trl_computes_old_logps(trainer) is computed
+    assert trainer.hir_passes.trl_computes_old_logps() is computed
     assert computed is (num_iterations == 2)
 
 
 def test_completion_log_buffers_and_one_completion_per_prompt(tmp_path, tiny_model_path, sample_dataset):
     trainer = _trainer(tmp_path, tiny_model_path, sample_dataset)
+    passes = trainer.hir_passes
     # TRL's completion log holds these buffers, the adapter's replacement keeps their names and kinds
     assert set(trainer._logs) == {"images", "prompt", "completion", "rewards", "advantages", "extra"}
     assert all(isinstance(trainer._logs[name], deque) for name in trl_adapter.ROW_BUFFERS)
     assert trainer._logs["prompt"].maxlen == 6 + 0  # generation batch + k rows per group (k = 0)
-    trl_adapter.resize_completion_log(trainer, 9)
+    passes.resize_completion_log(9)
     assert trainer._logs["prompt"].maxlen == 9 and trainer._logs["rewards"]["x"].maxlen == 9
     trainer.model.train()
     trainer._generate_and_score_completions(_batch(trainer, sample_dataset, 6))
@@ -50,7 +52,7 @@ def test_completion_log_buffers_and_one_completion_per_prompt(tmp_path, tiny_mod
     assert logged == 6
     # TRL reads num_generations inside the call: one completion per prompt, and nothing kept in the records
     # (TRL's own method, as `HiRTrainer._supplementary_samples` calls it: HiR's override starts a new log)
-    with trl_adapter.one_completion_per_prompt(trainer), trl_adapter.discard_records(trainer, 2):
+    with passes.one_completion_per_prompt(), passes.discard_records(2):
         out = GRPOTrainer._generate_and_score_completions(trainer, _batch(trainer, sample_dataset, 2))
     assert trainer.num_generations == 6
     assert out["completion_ids"].size(0) == 2
@@ -58,12 +60,11 @@ def test_completion_log_buffers_and_one_completion_per_prompt(tmp_path, tiny_mod
     assert {k: len(v) for k, v in trainer._metrics["train"].items() if k != "num_tokens"} == {
         k: v for k, v in metrics.items() if k != "num_tokens"}
     # the log takes HiR's rows and columns
-    trl_adapter.log_hindsight_rows(trainer, ["r"] * 6, [0.5] * 6, [LogRow("q'", "y", "r", True, False, "[0]", 1.0)],
-                                   [1.0])
+    passes.log_hindsight_rows(["r"] * 6, [0.5] * 6, [LogRow("q'", "y", "r", True, False, "[0]", 1.0)], [1.0])
     assert list(trainer._logs["advantages"])[-7:] == [0.5] * 6 + [1.0]
     assert list(trainer._logs["extra"]["hindsight"]) == [False] * 6 + [True]
     assert len(trainer._logs["prompt"]) == 7
-    assert trl_adapter.tokenize_prompts(trainer, [sample_dataset[0]["prompt"]])[0]
+    assert passes.tokenize_prompts([sample_dataset[0]["prompt"]])[0]
 
 
 def test_start_and_separate_completion_log(tmp_path, tiny_model_path, sample_dataset):
@@ -74,11 +75,11 @@ def test_start_and_separate_completion_log(tmp_path, tiny_model_path, sample_dat
     trainer._generate_and_score_completions(_batch(trainer, sample_dataset, 6))
     assert len(trainer._logs["prompt"]) == 6 and trainer._logs["rewards"]
     real = trainer._logs
-    with trl_adapter.separate_completion_log(trainer):
+    with trainer.hir_passes.separate_completion_log():
         assert trainer._logs is not real
         trainer._logs["prompt"].extend(["evaluation row"] * 6)
     assert trainer._logs is real and len(real["prompt"]) == 6 and "evaluation row" not in real["prompt"]
-    trl_adapter.start_completion_log(trainer)
+    trainer.hir_passes.start_completion_log()
     assert all(len(trainer._logs[name]) == 0 for name in trl_adapter.ROW_BUFFERS)
     assert not trainer._logs["rewards"] and not trainer._logs["extra"] and trainer._logs["prompt"].maxlen == 6
 
@@ -104,7 +105,7 @@ def test_a_replays_reward_call_gets_the_keyword_arguments_trl_passes(tmp_path, t
         trainer._calculate_rewards(rows, [r["prompt"] for r in rows], ["a", "b"], [[1], [2]])
     trl_kwargs = seen[-1]
     assert "environments" in trl_kwargs and capture.environments is environments
-    ours = trl_adapter.replay_reward_kwargs(trainer, rows[::-1], [1, 0], capture.environments)
+    ours = trainer.hir_passes.replay_reward_kwargs(rows[::-1], [1, 0], capture.environments)
     assert set(ours) == set(trl_kwargs)
     assert ours["environments"] == environments[::-1]
     assert ours["trainer_state"] is trl_kwargs["trainer_state"] is trainer.state
@@ -112,7 +113,7 @@ def test_a_replays_reward_call_gets_the_keyword_arguments_trl_passes(tmp_path, t
         assert ours[column] == trl_kwargs[column][::-1], column
     trainer.environments = None  # TRL's default: no ``environments`` argument at all
     trainer._calculate_rewards(rows, [r["prompt"] for r in rows], ["a", "b"], [[1], [2]])
-    assert set(trl_adapter.replay_reward_kwargs(trainer, rows, [0, 1], None)) == set(seen[-1])
+    assert set(trainer.hir_passes.replay_reward_kwargs(rows, [0, 1], None)) == set(seen[-1])
 
 
 def test_private_state_the_adapter_reads_and_writes(tmp_path, tiny_model_path, sample_dataset):
@@ -125,10 +126,56 @@ def test_private_state_the_adapter_reads_and_writes(tmp_path, tiny_model_path, s
     assert "self.beta" in inspect.getsource(GRPOTrainer._compute_loss)  # TRL's KL loss term reads beta
     trainer = _trainer(tmp_path, tiny_model_path, sample_dataset, beta=0.04)
     assert trainer.ref_model is not None  # loaded because beta > 0 at construction
-    assert trl_adapter.move_kl_to_reward(trainer) == 0.04 and trainer.beta == 0.0
-    assert trl_adapter.pad_token_id(trainer) == trainer.processing_class.pad_token_id
-    assert trl_adapter.checkpoint_folder(trainer, None) == os.path.join(trainer.args.output_dir, "checkpoint-0")
-    trl_adapter.log_metric(trainer, "hir/x", 1.5)
-    trl_adapter.log_metric(trainer, "hir/x", 2.5, training=False)
+    passes = trainer.hir_passes
+    assert passes.move_kl_to_reward() == 0.04 and trainer.beta == 0.0
+    assert passes.pad_token_id == trainer.processing_class.pad_token_id
+    assert passes.checkpoint_folder(None) == os.path.join(trainer.args.output_dir, "checkpoint-0")
+    passes.log_metric("hir/x", 1.5)
+    passes.log_metric("hir/x", 2.5, training=False)
     assert trainer._metrics["train"]["hir/x"] == [1.5] and trainer._metrics["eval"]["hir/x"] == [2.5]
-    assert trl_adapter.reward_environments(trainer) is None  # TRL's default before any call
+    assert passes.reward_environments() is None  # TRL's default before any call
+
+
+def test_trl_internals_behave_as_hir_uses_them(tiny_model_path):
+    """Each TRL-internal helper `hir_trl.trl_internals` imports, as HiR calls it."""
+    import functools
+    import inspect
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from hir_trl import trl_internals
+
+    # pad: prompts left-padded to a common width, a multiple of pad_to_multiple_of (`hir_trl.step.batch.extend_batch`)
+    padded = trl_internals.pad([torch.tensor([1, 2]), torch.tensor([3])], padding_value=0, padding_side="left",
+                               pad_to_multiple_of=4)
+    assert padded.tolist() == [[0, 0, 1, 2], [0, 0, 0, 3]]
+    # nanstd: the unbiased standard deviation of the values that are not NaN (`hir_trl.step.advantages`)
+    values = torch.tensor([1.0, float("nan"), 3.0, 5.0])
+    assert trl_internals.nanstd(values).item() == pytest.approx(torch.tensor([1.0, 3.0, 5.0]).std().item())
+
+    # get_callable_name, is_async_callable: a reward function's name and kind (`hir_trl.guards.checked_reward_function`)
+    def plain(prompts, completions, **kwargs):
+        return [0.0] * len(prompts)
+
+    async def awaited(prompts, completions, **kwargs):
+        return [0.0] * len(prompts)
+
+    class Scorer:
+        async def __call__(self, prompts, completions, **kwargs):
+            return [0.0] * len(prompts)
+
+    assert [trl_internals.get_callable_name(f) for f in (plain, functools.partial(awaited), Scorer())] == [
+        "plain", "awaited", "Scorer"]
+    assert [trl_internals.is_async_callable(f) for f in (plain, awaited, functools.partial(awaited), Scorer())] == [
+        False, True, True, True]
+    assert isinstance(trl_internals.is_vllm_available(), bool)
+    # use_adapter(model, adapter_name=...): the reference model of a PEFT run (`TRLPasses.reference_logps`)
+    assert list(inspect.signature(trl_internals.use_adapter).parameters) == ["model", "adapter_name"]
+    # disable_gradient_checkpointing(model, kwargs): off within the block, back on after (`TRLPasses.policy_pass`)
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_model_path))
+    model.gradient_checkpointing_enable()
+    with trl_internals.disable_gradient_checkpointing(model, None):
+        assert not any(getattr(m, "gradient_checkpointing", False) for m in model.modules())
+    assert any(getattr(m, "gradient_checkpointing", False) for m in model.modules())
+

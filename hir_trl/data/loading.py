@@ -623,7 +623,7 @@ def check_prompt_lengths(dataset: Any, name: str, tokenize: Any, limits: list[tu
             instance, is not checked).
         name: the dataset's name in the message (``train_dataset``, ``eval_dataset['x']``).
         tokenize: ``tokenize(prompts) -> list[list[int]]``, the prompts' token ids as TRL tokenizes them for
-            generation (chat template applied, `hir_trl.trl_adapter.tokenize_prompts`).
+            generation (chat template applied, `hir_trl.trl_adapter.TRLPasses.tokenize_prompts`).
         limits: ``(tokens, why)`` pairs, e.g. ``max_prompt_length`` and the model's context less
             ``max_completion_length``; none: nothing to check.
 

@@ -36,7 +36,7 @@ class HiRCapture:
             (n_i,) ``logps`` and ``entropies`` in nats), or None when nothing was recorded.
         entropies: (B, T) token entropies in nats from TRL's old-log-prob pass (``share_old_pass``), or None.
         environments: TRL's per-completion environment instances of the call (``GRPOTrainer.environments``), or
-            None; a replay's extra rewards get its source's (`hir_trl.trl_adapter.replay_reward_kwargs`).
+            None; a replay's extra rewards get its source's (`hir_trl.trl_adapter.TRLPasses.replay_reward_kwargs`).
     """
 
     share_old_pass: bool = False
