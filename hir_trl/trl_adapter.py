@@ -2,7 +2,7 @@
 
 TRL (1.16) has no public hook for what HiR needs here: appending rows to the completion log, generating one
 completion per prompt inside a training step, knowing whether it ran its own old-log-prob pass, moving ``beta`` into
-the reward (``kl_in_reward``), TRL's tokenizer, metrics and checkpoint folder, or calling a reward
+the reward (``kl_in_reward``), TRL's tokenizer, metrics, checkpoint folder and async event loop, or calling a reward
 function on a replay with the arguments TRL would pass. `TRLPasses` is the one surface for all of it: `HiRTrainer`
 holds one (``hir_passes``) and calls its methods from its hooks, and the step (`hir_trl.step.StepPasses`) gets it as
 its passes; it also owns HiR's per-trainer state (the replay RNG, the step timer, the current `HiRCapture`, and why
@@ -13,9 +13,10 @@ behaviour changes.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections import defaultdict, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -37,7 +38,7 @@ class TRLPasses:
 
     It implements `hir_trl.step.StepPasses` (the step's settings, passes and records) and the hooks' calls. It reads
     the trainer's HiR settings (``args``, ``kl_coef``, ``constraint_reward``, ``extra_reward_funcs``) and TRL's
-    state (the models, the accelerator, ``_tokenizer``, ``_metrics``, ``_logs``); runs no-grad passes
+    state (the models, the accelerator, ``_tokenizer``, ``_metrics``, ``_logs``, ``async_loop``); runs no-grad passes
     through TRL's ``_get_per_token_logps_and_entropies`` and supplementary samples through `GRPOTrainer`'s own
     ``_generate_and_score_completions`` (not HiR's override).
 
@@ -446,9 +447,26 @@ class TRLPasses:
             kwargs["environments"] = [environments[source] for source in sources]
         return kwargs
 
+    def run_together(self, awaitables: Sequence[Awaitable[Any]]) -> list[Any]:
+        """The results of ``awaitables``, awaited together (``asyncio.gather``, in order), as
+        `GRPOTrainer._calculate_rewards` runs its async reward functions: on TRL's event loop (``async_loop``, the
+        daemon thread TRL starts when a reward function or tool is async), else in one ``asyncio.run``.
+
+        Raises:
+            whatever an awaitable raises (the first, as ``asyncio.gather`` does).
+        """
+        async def together() -> list[Any]:
+            return list(await asyncio.gather(*awaitables))
+
+        loop = getattr(self.trainer, "async_loop", None)
+        if loop is not None and loop.is_running():
+            return asyncio.run_coroutine_threadsafe(together(), loop).result()
+        return asyncio.run(together())
+
     def extra_rewards(self, capture, new_rows, prompts, completions, completion_ids, rows):
         """The extra reward functions on replays (q', y) (`hir_trl.step.rewards.extra_rewards`), with the keyword
-        arguments TRL passes (`replay_reward_kwargs`; each replay's environment is its source's).
+        arguments TRL passes (`replay_reward_kwargs`; each replay's environment is its source's); async functions
+        run together on TRL's event loop (`run_together`).
 
         Returns:
             (R, F - 1) rewards of the R replays, NaN where a function returned None.
@@ -457,7 +475,8 @@ class TRLPasses:
 
         sources = [row.source for row in new_rows if row.kind == "replay"]
         return extra_rewards(self.trainer.extra_reward_funcs, prompts, completions, completion_ids,
-                             self.replay_reward_kwargs(rows, sources, capture.environments))
+                             self.replay_reward_kwargs(rows, sources, capture.environments),
+                             run_together=self.run_together)
 
     # ---------------------------------------------------------------- the loss
     @contextmanager

@@ -121,3 +121,55 @@ def test_inputs_validation_and_text_helpers():
     assert completion_text("x") == "x"
     assert instruction_text([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]) == "u"
     assert VerdictMatrix([[Verdict(True), Verdict(False)]]).ila() == [0.0]
+
+
+def test_extra_rewards_run_sync_functions_then_async_ones_together():
+    """As `GRPOTrainer._calculate_rewards`: the synchronous functions one after another, then every ``async def``
+    one together (their runs overlap: one ``asyncio.run`` of ``asyncio.gather`` without TRL's loop), each result in its
+    own column; None is NaN."""
+    import asyncio
+    import math
+    import time
+
+    from hir_trl.step.rewards import extra_rewards
+
+    runs = []
+
+    def slow(value):
+        async def reward(prompts, completions, **kwargs):
+            start = time.monotonic()
+            await asyncio.sleep(0.2)
+            runs.append((value, start, time.monotonic()))
+            return [value, None]
+
+        return reward
+
+    def sync(prompts, completions, **kwargs):
+        runs.append(("sync", time.monotonic(), time.monotonic()))
+        return [1.0, 2.0]
+
+    table = extra_rewards([slow(0.1), sync, slow(0.2), slow(0.3)], ["q1", "q2"], ["y1", "y2"], [[1], [2]],
+                          {"constraints": [[], []]})
+    assert table[0] == [0.1, 1.0, 0.2, 0.3]
+    assert table[1][1] == 2.0 and all(math.isnan(v) for i, v in enumerate(table[1]) if i != 1)
+    assert runs[0][0] == "sync"  # called before any async function starts
+    slow_runs = runs[1:]
+    assert len(slow_runs) == 3 and max(s for _, s, _ in slow_runs) < min(e for _, _, e in slow_runs)
+
+
+def test_extra_rewards_hand_the_awaitables_to_run_together():
+    from hir_trl.step.rewards import extra_rewards
+
+    async def reward(prompts, completions, **kwargs):
+        return [0.5] * len(prompts)
+
+    handed = []
+
+    def run_together(awaitables):
+        handed.append(len(awaitables))
+        for awaitable in awaitables:
+            awaitable.close()  # not awaited here
+        return [[0.7], [0.9]]
+
+    assert extra_rewards([reward, reward], ["q"], ["y"], [[1]], {}, run_together=run_together) == [[0.7, 0.9]]
+    assert handed == [2]

@@ -179,3 +179,42 @@ def test_trl_internals_behave_as_hir_uses_them(tiny_model_path):
         assert not any(getattr(m, "gradient_checkpointing", False) for m in model.modules())
     assert any(getattr(m, "gradient_checkpointing", False) for m in model.modules())
 
+
+def test_a_replays_async_rewards_run_together_on_trls_event_loop(tmp_path, tiny_model_path, sample_dataset):
+    """`TRLPasses.extra_rewards` awaits a replay's async reward functions together (their runs overlap) on the event
+    loop where `GRPOTrainer._calculate_rewards` gathers them for the sampled rows (TRL's ``async_loop`` thread)."""
+    import asyncio
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from hir_trl.step.state import HiRCapture
+
+    runs = []
+
+    def timed(value):
+        async def reward(prompts, completions, **kwargs):
+            start = time.monotonic()
+            await asyncio.sleep(0.2)
+            runs.append((value, threading.current_thread().name, start, time.monotonic()))
+            return [value] * len(prompts)
+
+        reward.__name__ = f"reward_{value}"
+        return reward
+
+    trainer = HiRTrainer(model=str(tiny_model_path), train_dataset=sample_dataset,
+                         reward_funcs=[timed(0.25), timed(0.5), timed(0.75)],
+                         args=HiRConfig(output_dir=str(tmp_path / "out"), per_device_train_batch_size=6,
+                                        num_replays=0, max_steps=1, max_completion_length=8, bf16=False, use_cpu=True,
+                                        report_to="none", save_strategy="no", gradient_checkpointing=False))
+    rows = [dict(sample_dataset[0]), dict(sample_dataset[1])]
+    prompts = [row["prompt"] for row in rows]
+    trainer._calculate_rewards(rows, prompts, ["a", "b"], [[1], [2]])  # TRL's own call, for its thread
+    trl_threads = {thread for _, thread, _, _ in runs}
+    runs.clear()
+    replays = [SimpleNamespace(kind="replay", source=1), SimpleNamespace(kind="replay", source=0)]
+    table = trainer.hir_passes.extra_rewards(HiRCapture(), replays, prompts, ["a", "b"], [[1], [2]], rows)
+    assert table == [[0.25, 0.5, 0.75]] * 2
+    assert len(runs) == 3 and {thread for _, thread, _, _ in runs} == trl_threads
+    assert trl_threads != {threading.current_thread().name}  # TRL's loop runs on its own thread
+    assert max(start for _, _, start, _ in runs) < min(end for _, _, _, end in runs)  # all three overlap

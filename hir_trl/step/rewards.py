@@ -15,7 +15,7 @@ import inspect
 import json
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -356,14 +356,18 @@ def _is_module(function: Any) -> bool:
 
 
 def extra_rewards(functions: Sequence[Callable[..., Any]], prompts: Sequence[Any], completions: Sequence[Any],
-                  completion_ids: Sequence[Sequence[int]], reward_kwargs: Mapping[str, Any]) -> list[list[float]]:
+                  completion_ids: Sequence[Sequence[int]], reward_kwargs: Mapping[str, Any],
+                  run_together: Callable[[list[Awaitable[Any]]], list[Any]] | None = None) -> list[list[float]]:
     """TRL-style reward functions on new rows (a replay's (q', y)), called as TRL calls them.
 
     Each function is called once with every row: ``fn(prompts=..., completions=..., completion_ids=...,
     **reward_kwargs)``, where ``reward_kwargs`` are the keyword arguments `GRPOTrainer._calculate_rewards` passes
-    (built by `hir_trl.trl_adapter.replay_reward_kwargs`: the rows' dataset columns, ``trainer_state``,
+    (built by `hir_trl.trl_adapter.TRLPasses.replay_reward_kwargs`: the rows' dataset columns, ``trainer_state``,
     ``log_extra`` / ``log_metric`` and, when TRL has them, ``environments``). ``None`` becomes NaN (no reward from
-    that function), as in TRL; an ``async def`` function is run to completion.
+    that function), as in TRL. As in TRL, the synchronous functions run one after another, then the ``async def``
+    ones (any function whose call returns an awaitable) run together: ``run_together(awaitables)`` awaits them
+    concurrently and returns their results in order (`hir_trl.trl_adapter.TRLPasses.run_together`, on TRL's event
+    loop); without it, one ``asyncio.run`` of ``asyncio.gather``.
 
     Args:
         functions: the extra reward functions (the `ConstraintReward` excluded).
@@ -371,6 +375,7 @@ def extra_rewards(functions: Sequence[Callable[..., Any]], prompts: Sequence[Any
         completions: (N,) the completions (y), as TRL passes them.
         completion_ids: (N,) token ids of each completion, without padding.
         reward_kwargs: the other keyword arguments, one value per row for the columns.
+        run_together: awaits a list of awaitables together and returns their results, in order; or None.
 
     Returns:
         (N, len(functions)) rewards, NaN where a function returned None; ``[]`` for no rows.
@@ -385,19 +390,33 @@ def extra_rewards(functions: Sequence[Callable[..., Any]], prompts: Sequence[Any
     if not prompts:
         return []
     table = [[float("nan")] * len(functions) for _ in prompts]
+
+    def keep(i: int, function: Callable[..., Any], output: Any) -> None:
+        output = check_rewards(getattr(function, "__name__", type(function).__name__), output, len(prompts))
+        for row, value in zip(table, output):
+            row[i] = float("nan") if value is None else float(value)
+
+    pending = []  # (index, function, awaitable) of the async functions, run together after the others
     for i, function in enumerate(functions):
         output = function(prompts=list(prompts), completions=list(completions), completion_ids=list(completion_ids),
                           **reward_kwargs)
         if inspect.isawaitable(output):
-            output = asyncio.run(_awaited(output))
-        output = check_rewards(getattr(function, "__name__", type(function).__name__), output, len(prompts))
-        for row, value in zip(table, output):
-            row[i] = float("nan") if value is None else float(value)
+            pending.append((i, function, output))
+        else:
+            keep(i, function, output)
+    if pending:
+        outputs = (run_together or _gathered)([awaitable for _, _, awaitable in pending])
+        for (i, function, _), output in zip(pending, outputs, strict=True):
+            keep(i, function, output)
     return table
 
 
-async def _awaited(awaitable: Any) -> Any:
-    return await awaitable
+def _gathered(awaitables: list[Awaitable[Any]]) -> list[Any]:
+    """The results of ``awaitables``, awaited together in one ``asyncio.run``."""
+    async def together() -> list[Any]:
+        return list(await asyncio.gather(*awaitables))
+
+    return asyncio.run(together())
 
 
 def weighted_rewards(per_func: Sequence[Sequence[float]], weights: Sequence[float]) -> list[float]:
