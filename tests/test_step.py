@@ -25,7 +25,16 @@ from hir_trl.step import StepPasses, complete_groups
 from hir_trl.step.shortfall import shortfall_policy
 from hir_trl.verifiers import Verdict
 
-from .testing_utils import EOS, PAD, FakePasses, dataset_row, fake_logp, fake_ref_logp, ifeval_constraint
+from .testing_utils import (
+    EOS,
+    PAD,
+    FakePasses,
+    dataset_row,
+    fake_entropy,
+    fake_logp,
+    fake_ref_logp,
+    ifeval_constraint,
+)
 
 M, K, B = 6, 2, 12  # two groups of m = 6, k = 2
 
@@ -290,12 +299,13 @@ def test_achieved_relabelling_keeps_a_failed_count_with_the_bound_the_completion
     assert relabelled["text"] == "Answer with less than 8 words."
     assert json.loads(relabelled["kwargs"]) == {"num_words": 8, "relation": "less than"}
     assert first.relabelled[1:] == (None, None) and first.kept == (True, True, False)
-    assert run.step.q_prime[0] == [{"role": "user",
-                                    "content": "Write a note.\n\nAnswer with less than 8 words. Do not use any commas."}]
+    assert run.step.q_prime[0] == [
+        {"role": "user", "content": "Write a note.\n\nAnswer with less than 8 words. Do not use any commas."}]
     assert second.relabelled == (None, None, None) and run.step.q_prime[1] == Q_PRIME[0, 1]
     assert third.relabelled == (None, None, None) and run.step.q_prime[2] == Q_PRIME[1, 3]
     # the completion meets every constraint its q' keeps
-    verdicts = ConstraintReward().verify([run.step.q_prime[0]], [COMMA_ONLY], [[relabelled, ROWS[0]["constraints"][1]]])
+    verdicts = ConstraintReward().verify([run.step.q_prime[0]], [COMMA_ONLY],
+                                         [[relabelled, ROWS[0]["constraints"][1]]])
     assert verdicts.passed(0) == [True, True]
     assert metric(run, "hir/relabelled_constraints") == pytest.approx(1 / 3)  # one relabelled over 3 replays
     assert run.passes.hindsight_rows[0]["entries"][0].kept_constraints == "[0, 1]"
@@ -381,6 +391,74 @@ def test_vllm_without_correction_reuses_its_sampling_logps(tmp_path, replay_old_
                 [fake_logp(t, prompt_length(run, row.q_prime)) for t in ids])
 
 
+def mean_over_tokens(run, text, value):
+    ids = fake_tokens(run, text)
+    return sum(value(t) for t in ids) / len(ids)
+
+
+def test_f_div_and_old_logps_come_from_what_sampling_recorded(tmp_path):
+    """The default path (transformers generation, aligned steps): F_div is the recorded exact entropies, the
+    replays' pi_old(y | q) their sources' recorded log-probs; no pass runs."""
+    run = run_step(tmp_path, entropies=None)
+    assert [call for call in run.passes.calls if call[0] != "tokenize_prompts"] == []
+    for i, text in enumerate(run.texts):
+        q = prompt_length(run, ROWS[i // M]["prompt"])
+        assert run.batch["old_per_token_logps"][i][:length(text)].tolist() == pytest.approx(
+            [fake_logp(t, q) for t in fake_tokens(run, text)])
+    for offset, row in enumerate(run.step.new_rows):
+        if row.kind == "replay":
+            text = run.texts[row.source]
+            assert row.choice.diversity == pytest.approx(mean_over_tokens(run, text, fake_entropy))
+            old = run.batch["old_per_token_logps"]
+            assert torch.equal(old[B + offset], old[row.source])
+
+
+def test_the_sampled_entropy_estimate_is_minus_the_recorded_logps(tmp_path):
+    """``diversity_entropy="sampled"``: F_div is the token mean of -log pi(y_t | q), from the recorded log-probs."""
+    run = run_step(tmp_path, entropies=None, diversity_entropy="sampled")
+    assert [call for call in run.passes.calls if call[0] != "tokenize_prompts"] == []
+    replays = [row for row in run.step.new_rows if row.kind == "replay"]
+    assert replays
+    for row in replays:
+        q = prompt_length(run, ROWS[row.group]["prompt"])
+        assert row.choice.diversity == pytest.approx(
+            mean_over_tokens(run, run.texts[row.source], lambda t, q=q: -fake_logp(t, q)))
+
+
+def test_without_a_recording_one_pass_gives_the_entropies_and_old_logps(tmp_path):
+    """Nothing recorded (a logit processor before the recorder): one no-grad pass over the B sampled rows, timed as
+    ``extra_pass``, gives F_div's exact entropies and pi_old(y | q)."""
+    run = run_step(tmp_path, entropies=None, record=False)
+    assert [call for call in run.passes.calls if call[0] == "policy_pass"] == [
+        ("policy_pass", "policy", B, True, "extra_pass")]
+    assert run.passes.timer.seconds["extra_pass"] > 0
+    for row in run.step.new_rows:
+        if row.kind == "replay":
+            assert row.choice.diversity == pytest.approx(mean_over_tokens(run, run.texts[row.source], fake_entropy))
+    for i, text in enumerate(run.texts):
+        q = prompt_length(run, ROWS[i // M]["prompt"])
+        assert run.batch["old_per_token_logps"][i][:length(text)].tolist() == pytest.approx(
+            [fake_logp(t, q) for t in fake_tokens(run, text)])
+
+
+@pytest.mark.parametrize("record", [True, False])
+def test_hindsight_replays_on_aligned_steps_need_no_pass_nor_old_logps(tmp_path, record):
+    """``replay_old_logps="hindsight"`` with no old log-probs stored (aligned steps): the replay is on-policy under
+    q', TRL's detached current log-probs are its old ones, so none are stored and no pass runs under q'; with random
+    selection nothing needs F_div either, even with nothing recorded (``hir/replay_entropy_mean`` NaN)."""
+    run = run_step(tmp_path, entropies=None, record=record, replay_old_logps="hindsight", replay_selection="random")
+    assert "old_per_token_logps" not in run.batch
+    assert [call for call in run.passes.calls if call[0] != "tokenize_prompts"] == []
+    replays = [row for row in run.step.new_rows if row.kind == "replay"]
+    assert [row.source for row in replays if row.group == 1] == [9]  # the only candidate of group 1
+    assert {row.source for row in replays if row.group == 0} <= {1, 2, 4, 5} and len(replays) == 3
+    entropy = metric(run, "hir/replay_entropy_mean")
+    assert math.isnan(entropy) if not record else entropy > 0
+    # the random draw is the replay RNG's (seeded, `HiRConfig.seed`): the same seed draws the same replays
+    again = run_step(tmp_path, entropies=None, record=record, replay_old_logps="hindsight", replay_selection="random")
+    assert new_rows(again.step) == new_rows(run.step)
+
+
 # ---------------------------------------------------------------- line 20: advantages
 
 
@@ -453,6 +531,19 @@ def test_advantages_of_every_estimator_and_replay_mode_match_a_hand_computation(
                 enumerate(expected[:B])] == pytest.approx(without)
     assert expected[15] == 0.0
     assert_advantages(run, expected, lengths)
+
+
+def test_an_all_failed_groups_paired_rows_sum_to_zero(tmp_path):
+    """Group 1 fails everywhere (ILA 0 on its m rows): its sampled advantages are 0 (no spread), so under
+    ``replay_advantage="paired"`` it contributes only through its pairs, +w on each replay and -w on its source."""
+    failed = [NONE, WORDS_ONLY, NONE, COMMA_ONLY, NONE, NONE]  # candidates: rows 9 (F 0.4 + 2/3), 7 (0.2 + 2/3)
+    run = run_step(tmp_path, (GROUP0, failed), replay_advantage="paired", replay_weight=0.7)
+    assert new_rows(run.step)[2:] == [("replay", 9, 1), ("replay", 7, 1)]
+    advantages = run.batch["advantages"].tolist()
+    assert advantages[6:B] == pytest.approx([0.0, -0.7, 0.0, -0.7, 0.0, 0.0], abs=1e-6)
+    assert advantages[B + 2:] == pytest.approx([0.7, 0.7])
+    assert sum(advantages[6:B]) + sum(advantages[B + 2:]) == pytest.approx(0.0, abs=1e-6)
+    assert metric(run, "hir/groups_all_failed") == 0.5
 
 
 def test_kl_in_reward_subtracts_beta_times_the_kl_still_to_come(tmp_path):

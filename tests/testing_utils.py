@@ -2,9 +2,9 @@
 test module."""
 
 
-# ======================================================================================================================
+# =====================================================================================================================
 # A HiR step with no model: `FakePasses`, the `hir_trl.step.StepPasses` of tests/test_step.py
-# ======================================================================================================================
+# =====================================================================================================================
 # `hir_trl.step.complete_groups` (Algorithm 2, lines 12-20) reaches the trainer only through `StepPasses`. `FakePasses`
 # implements that protocol on CPU tensors, with no model and no tokenizer, so that a test drives the step and predicts
 # every number it returns:
@@ -180,8 +180,8 @@ class FakePasses:
         if record:
             lengths = output["completion_mask"].sum(1).tolist()
             logps = _token_values(fake_logp, output["completion_ids"], output["prompt_mask"])
-            per_token = ([torch.tensor([fake_entropy(int(t)) for t in row]) for row in output["completion_ids"].tolist()]
-                         if entropies is None else
+            per_token = ([torch.tensor([fake_entropy(int(t)) for t in row])
+                          for row in output["completion_ids"].tolist()] if entropies is None else
                          [torch.full((output["completion_ids"].size(1),), float(h))
                           for group in entropies for h in group])
             recorded = {"logps": [logps[i, :n] for i, n in enumerate(lengths)],
@@ -219,7 +219,8 @@ class FakePasses:
             "advantages": torch.zeros(len(texts)),  # TRL's own; the step replaces them
         }
         if old_logps:
-            tensors["old_per_token_logps"] = _token_values(fake_logp, tensors["completion_ids"], tensors["prompt_mask"])
+            tensors["old_per_token_logps"] = _token_values(fake_logp, tensors["completion_ids"],
+                                                           tensors["prompt_mask"])
         if self.trl_beta:
             tensors["ref_per_token_logps"] = _token_values(fake_ref_logp, tensors["completion_ids"],
                                                            tensors["prompt_mask"])
