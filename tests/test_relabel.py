@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from hir_trl import HiRConfig, HiRTrainer, load_hir_dataset
+from hir_trl import HiRConfig
 from hir_trl.data.templates import join_instruction
 from hir_trl.step.replay import ReplayChoice, hindsight_constraints, rewrite, select_rewrite
 from hir_trl.verifiers import FAMILIES, achieved_constraint, verify_constraint
@@ -110,35 +108,6 @@ def test_select_rewrite_asks_the_relabel_function_only_for_selected_failed_const
     assert asked == [(3, 0)]
     assert choice.relabelled[0]["kwargs"]["num_words"] == 31 and choice.relabelled[1] is None
     assert "less than 31 words" in choice.q_prime and comma["text"] in choice.q_prime
-
-
-def test_trainer_replays_relabelled_constraints_and_logs_them(tmp_path, tiny_model_path):
-    """The random tiny model writes 16 tokens of text: 'less than 2 words' fails and is relabelled, the forbidden
-    word is met and kept; every replay's q' holds both, and its completion meets every constraint of q'."""
-    rows = [{"id": f"r{i}", "task": task, "constraints": [
-        {"text": "Answer with less than 2 words.", "family": "ifeval",
-         "instruction_id": "length_constraints:number_words", "kwargs": {"relation": "less than", "num_words": 2}},
-        {"text": "Do not include keywords ['xylophonist'] in the response.", "family": "ifeval",
-         "instruction_id": "keywords:forbidden_words", "kwargs": {"forbidden_words": ["xylophonist"]}}]}
-        for i, task in enumerate(("Describe a kettle.", "Describe a toaster."))]
-    path = tmp_path / "rows.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    args = HiRConfig(output_dir=str(tmp_path / "out"), per_device_train_batch_size=12, max_steps=1,
-                     max_completion_length=16, bf16=False, use_cpu=True, gradient_checkpointing=False,
-                     report_to="none", logging_steps=1, save_strategy="no", seed=0, learning_rate=1e-4,
-                     replay_truncated_completions=True, hindsight_relabel="achieved")
-    trainer = HiRTrainer(model=str(tiny_model_path), args=args, train_dataset=load_hir_dataset(path))
-    trainer.train()
-    replays = [row for row in trainer.last_replay.new_rows if row.kind == "replay"]
-    assert replays
-    for row in replays:
-        new = row.choice.relabelled[0]
-        assert row.choice.satisfied == (False, True) and row.choice.kept == (True, True)
-        kwargs = json.loads(new["kwargs"])  # dataset rows store kwargs as JSON text; the relabelled record too
-        assert kwargs["relation"] == "less than" and kwargs["num_words"] >= 3
-        assert new["text"] in row.q_prime[-1]["content"] and "xylophonist" in row.q_prime[-1]["content"]
-    logged = trainer.state.log_history[0]
-    assert logged["hir/relabelled_constraints"] == 1.0  # one relabelled constraint per replayed row
 
 
 def test_config_rejects_an_unknown_relabel_mode(tmp_path):

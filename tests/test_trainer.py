@@ -148,24 +148,6 @@ def assert_group_advantages(out, replay, B, m):
         assert torch.allclose(out["advantages"][rows], expected, atol=1e-5)
 
 
-def test_padding_rows_when_no_candidates(tmp_path, tiny_model_path, sample_dataset):
-    # replay_min_satisfied larger than any row's constraint count: no candidate in any group
-    trainer = HiRTrainer(model=str(tiny_model_path),
-                         args=make_args(tmp_path, replay_min_satisfied=100, replay_shortfall="pad"),
-                         train_dataset=sample_dataset)
-    calls = spy_generation(trainer)
-    trainer.train()
-    inputs, out, replay = calls[0]
-    B = len(inputs)
-    assert out["completion_ids"].shape[0] == B + (B // 6) * 2
-    assert [r.kind for r in replay.new_rows] == ["pad"] * ((B // 6) * 2)
-    assert out["completion_mask"][B:].sum() == 0  # padding carries no loss
-    assert torch.all(out["advantages"][B:] == 0)
-    assert out["num_items_in_batch"].item() == out["completion_mask"][:B].sum().item()
-    assert trainer.state.log_history[0]["hir/replayed_fraction"] == 0.0
-    assert torch.isfinite(torch.tensor(trainer.state.log_history[0]["loss"]))
-
-
 def test_shared_old_logp_pass_gives_entropies(tmp_path, tiny_model_path, sample_dataset):
     """With num_iterations=2 TRL computes old log-probs itself; HiR takes entropies from that same pass."""
     trainer = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path, num_iterations=2, max_steps=2),
