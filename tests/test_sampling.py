@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from types import SimpleNamespace
 
 import pytest
@@ -142,28 +141,6 @@ def test_default_step_runs_no_extra_pass(tmp_path, tiny_model_path, sample_datas
     assert logged["hir/seconds_total"] >= logged["hir/seconds_selection"] + logged["hir/seconds_assembly"]
 
 
-def test_sampled_estimate_is_minus_the_sampled_logps(tmp_path, tiny_model_path, sample_dataset):
-    trainer = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path, diversity_entropy="sampled"),
-                         train_dataset=sample_dataset)
-    calls = spy_generation(trainer)
-    passes = _count_policy_passes(trainer)
-    trainer.train()
-    assert passes == []
-    inputs, out, replay = calls[0]
-    entropies = _own_entropies(trainer, out)
-    mask = out["completion_mask"].bool()
-    estimates, exact = [], []
-    for new_row in replay.new_rows:
-        if new_row.kind == "replay":
-            choice, src = new_row.choice, new_row.source
-            assert choice.diversity == pytest.approx(_f_div(-out["own_logps"][src], mask[src]), abs=1e-4)
-            estimates.append(choice.diversity)
-            exact.append(_f_div(entropies[src], mask[src]))
-    assert estimates and estimates != pytest.approx(exact, abs=1e-3)  # an estimate, not the exact value
-    assert all(math.isfinite(x) for x in estimates)
-    assert trainer.state.log_history[0]["hir/seconds_extra_pass"] == 0.0
-
-
 def test_a_logit_processor_before_the_recorder_falls_back_to_the_pass(tmp_path, tiny_model_path, sample_dataset):
     """A repetition penalty changes the logits before the recorder sees them, so the recorder stays off and one
     no-grad pass under q gives the policy's entropies and old log-probs, as before."""
@@ -182,34 +159,6 @@ def test_a_logit_processor_before_the_recorder_falls_back_to_the_pass(tmp_path, 
         if new_row.kind == "replay":
             choice, src = new_row.choice, new_row.source
             assert choice.diversity == pytest.approx(_f_div(entropies[src], mask[src]), abs=1e-4)
-
-
-def test_hindsight_old_logps_need_no_pass_when_aligned(tmp_path, tiny_model_path, sample_dataset):
-    """replay_old_logps='hindsight' on aligned steps: the replay is on-policy under q', so TRL's detached current
-    log-probs are its old log-probs; HiR stores none and runs no pass under q or q'."""
-    trainer = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path, replay_old_logps="hindsight"),
-                         train_dataset=sample_dataset)
-    calls = spy_generation(trainer, own_logps=False)
-    passes = _count_policy_passes(trainer)
-    trainer.train()
-    inputs, out, replay = calls[0]
-    assert "replay" in [r.kind for r in replay.new_rows]
-    assert "old_per_token_logps" not in out and passes == []
-
-
-def test_random_hindsight_replay_needs_no_pass(tmp_path, tiny_model_path, sample_dataset):
-    """Recorder off, random selection, 'hindsight': nothing needs F_div or old log-probs, so no pass runs."""
-    trainer = HiRTrainer(model=str(tiny_model_path),
-                         args=make_args(tmp_path, repetition_penalty=1.1, replay_selection="random",
-                                        replay_old_logps="hindsight"),
-                         train_dataset=sample_dataset)
-    calls = spy_generation(trainer, own_logps=False)
-    passes = _count_policy_passes(trainer)
-    trainer.train()
-    inputs, out, replay = calls[0]
-    assert passes == [] and "replay" in [r.kind for r in replay.new_rows]
-    entropy_mean = trainer.state.log_history[0]["hir/replay_entropy_mean"]
-    assert entropy_mean is None or math.isnan(entropy_mean)  # F_div not computed (TRL logs NaN as None)
 
 
 def test_supplementary_samples_take_their_recorded_logps(tmp_path, tiny_model_path, sample_dataset):
