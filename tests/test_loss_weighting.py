@@ -100,8 +100,14 @@ def test_dapo_sum_over_num_items_is_eq_hir_for_any_lengths(token_level):
 # ---------------------------------------------------------------- TRL's loss is eq. "hir"
 
 
-@pytest.mark.parametrize("estimator", ["grpo", "reinforce_pp"])
-@pytest.mark.parametrize("shortfall", ["resample", "pad"])
+# TRL's loss on both advantage shapes ((N,) grpo, (N, T) Reinforce++) and both shortfall rows (pads,
+# supplementary samples); the weights of the other two pairings are checked model-free by
+# test_dapo_sum_over_num_items_is_eq_hir_for_any_lengths and tests/test_step.py's
+# test_the_update_batch_holds_B_plus_groups_times_k_rows[paper]
+@pytest.mark.parametrize("shortfall, estimator", [
+    pytest.param("pad", "grpo", id="pad-grpo"),
+    pytest.param("resample", "reinforce_pp", id="resample-reinforce_pp"),
+])
 def test_trl_loss_is_the_papers_objective(tmp_path, tiny_model_path, sample_dataset, estimator, shortfall):
     """With replay_old_logps 'hindsight' on aligned steps no old log-probs are stored, so every ratio is exactly 1
     and eq. "hir" is the weighted mean of the advantages: TRL's loss on the paper-weighted batch must equal it.
