@@ -280,6 +280,32 @@ def _soft_dataset(tmp_path):
     return load_hir_dataset(path)
 
 
+def test_the_reward_functions_judge_re_judges_the_replays(tmp_path, tiny_model_path):
+    """The judge of the trainer's `ConstraintReward` is the one the step re-judges replays with
+    (``rejudge_replays``): it says YES only while the instruction still states the 500-word rule, so under q' (which
+    dropped it) the replay's reward is 0. The arithmetic of re-judging, with and without it, is tests/test_step.py's
+    test_rejudged_replays_ask_the_judge_again_under_q_prime."""
+    from hir_trl.verifiers import Verdict
+
+    calls = []
+
+    def judge(triples):
+        calls.append(list(triples))
+        return [Verdict("at least 500 words" in instruction, source="judge") for instruction, _, _ in triples]
+
+    trainer = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path, rejudge_replays=True,
+                                                                    per_device_train_batch_size=6,
+                                                                    hindsight_relabel="drop"),
+                         train_dataset=_soft_dataset(tmp_path), reward_funcs=ConstraintReward(judge=judge))
+    trainer.train()
+    replay = trainer.last_replay
+    replays = [6 + i for i, new_row in enumerate(replay.new_rows) if new_row.kind == "replay"]
+    assert len(replays) == 2  # every completion failed the 500-word rule and met the soft one
+    assert [replay.rewards[r] for r in replays] == [0.0, 0.0]
+    assert len(calls) == 2  # the batch's soft constraints, then the replays' kept ones
+    assert all("500 words" not in instruction for instruction, _, _ in calls[1])
+
+
 def test_trainer_builds_the_judge_from_the_config(tmp_path, tiny_model_path, monkeypatch):
     from hir_trl.judge import LiteLLMJudge
 
