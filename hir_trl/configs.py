@@ -20,6 +20,7 @@ from .judge.config import extra_kwargs_problem, judge_settings_problem
 from .step.advantages import ESTIMATORS, REPLAY_ADVANTAGES, TRL_ESTIMATOR
 from .step.loss_weighting import LOSS_WEIGHTINGS
 from .step.replay import SCOPES, SELECTIONS
+from .step.shortfall import SHORTFALLS
 
 logger = logging.getLogger(__name__)
 
@@ -249,7 +250,7 @@ class HiRConfig(GRPOConfig):
                   "(no loss token, so they change no other row's loss; refused with the loss types that divide by the "
                   "row count: grpo, sapo, luspo, dr_grpo), so a step needs one generation call; 'resample' generates "
                   "k - z supplementary samples under q (paper §3.2), in a second generation call.",
-                  "choices": ["resample", "pad"]},
+                  "choices": list(SHORTFALLS)},
     )
     hindsight_relabel: str = field(
         default="achieved",

@@ -4,8 +4,10 @@
   ``scale_rewards``; ``reinforce_pp`` / ``reinforce_pp_baseline``: the paper's Reinforce++, verl's
   ``reinforce_plus_plus`` / ``reinforce_plus_plus_baseline``); `group_advantages` runs the chosen one on rewards and
   group membership.
-- `add_replay_advantages`: ``replay_advantage`` 'positive' / 'paired': +w r' on each replay and (paired) -w r' on
-  its source.
+- `REPLAY_ADVANTAGES`: how replays enter the advantages, by ``replay_advantage`` name (``group``: one more row of
+  their source's group under the estimator; ``positive`` / ``paired``: the estimator over the sampled rows only,
+  then `add_replay_advantages`, +w r' on each replay and (paired) -w r' on its source); `hir_advantages` runs the
+  chosen one.
 - `kl_return_to_go`: the per-token KL penalty of ``kl_in_reward`` as a return-to-go (gamma 1).
 
 Every function takes ``gather`` (the trainer's ``accelerator.gather``) where a statistic spans all ranks.
@@ -18,11 +20,10 @@ from typing import Any
 
 import torch
 
+from ..errors import chosen
 from ..trl_internals import nanstd
 from .batch import group_members, loss_mask
 
-#: ``HiRConfig.replay_advantage`` choices.
-REPLAY_ADVANTAGES = ("group", "paired", "positive")
 #: The estimator `GRPOTrainer` itself computes (KL, if any, in TRL's loss): with it, no replay and no KL in the
 #: reward, a HiR generation batch is TRL's own; ``kl_in_reward`` needs one of the others.
 TRL_ESTIMATOR = "grpo"
@@ -166,8 +167,7 @@ def group_advantages(rewards: torch.Tensor, members: Sequence[Sequence[int]], lo
         ValueError: an unknown ``estimator``, ``scale_rewards`` or ``aggregation``, or ``"normalize_then_sum"``
             with an estimator other than ``grpo``.
     """
-    if estimator not in ESTIMATORS:
-        raise ValueError(f"unknown advantage_estimator {estimator!r}; expected one of {tuple(ESTIMATORS)}")
+    estimate = chosen(ESTIMATORS, "advantage_estimator", estimator)
     if aggregation == "normalize_then_sum":
         if estimator != TRL_ESTIMATOR:
             raise ValueError(f"multi_objective_aggregation 'normalize_then_sum' needs advantage_estimator "
@@ -175,8 +175,7 @@ def group_advantages(rewards: torch.Tensor, members: Sequence[Sequence[int]], lo
         return normalize_then_sum_advantages(rewards, members, reward_weight=reward_weight, gather=gather)
     if aggregation != "sum_then_normalize":
         raise ValueError(f"unknown multi_objective_aggregation {aggregation!r}")
-    return ESTIMATORS[estimator](rewards, members, loss_mask, scale_rewards=scale_rewards, kl=kl, kl_coef=kl_coef,
-                                 gather=gather)
+    return estimate(rewards, members, loss_mask, scale_rewards=scale_rewards, kl=kl, kl_coef=kl_coef, gather=gather)
 
 
 def kl_return_to_go(kl: torch.Tensor) -> torch.Tensor:
@@ -211,10 +210,55 @@ def add_replay_advantages(advantages: torch.Tensor, rewards: torch.Tensor, repla
                 advantages[source] -= value
 
 
+def group_replay_advantages(rewards: torch.Tensor, new_rows: Sequence[Any], num_sampled: int, group_size: int,
+                            loss_mask: torch.Tensor, *, replay_weight: float = 1.0, **estimator: Any) -> torch.Tensor:
+    """``"group"`` (paper eq. "hir"): each replay is one more row of its source's group, under the estimator
+    (``replay_weight`` is not used)."""
+    members = group_members(new_rows, num_sampled, group_size, replays_in_group=True)
+    return group_advantages(rewards, members, loss_mask, **estimator)
+
+
+def _sampled_then_replays(rewards: torch.Tensor, new_rows: Sequence[Any], num_sampled: int, group_size: int,
+                          loss_mask: torch.Tensor, replay_weight: float, paired: bool,
+                          estimator: dict[str, Any]) -> torch.Tensor:
+    """The estimator over the rows sampled under q only (the replays' rewards NaN), then `add_replay_advantages`."""
+    members = group_members(new_rows, num_sampled, group_size, replays_in_group=False)
+    replays = [(num_sampled + o, row.source) for o, row in enumerate(new_rows) if row.kind == "replay"]
+    index = torch.tensor([r for r, _ in replays], dtype=torch.long, device=rewards.device)
+    advantages = group_advantages(rewards.index_fill(0, index, float("nan")), members, loss_mask, **estimator)
+    add_replay_advantages(advantages, rewards, replays, loss_mask, replay_weight, paired)
+    return advantages
+
+
+def paired_replay_advantages(rewards: torch.Tensor, new_rows: Sequence[Any], num_sampled: int, group_size: int,
+                             loss_mask: torch.Tensor, *, replay_weight: float = 1.0, **estimator: Any) -> torch.Tensor:
+    """``"paired"``: the sampled rows get the estimator's advantages among themselves (exactly RL-IR's), each replay
+    +w r' and its source -w r' on top of its own."""
+    return _sampled_then_replays(rewards, new_rows, num_sampled, group_size, loss_mask, replay_weight, True, estimator)
+
+
+def positive_replay_advantages(rewards: torch.Tensor, new_rows: Sequence[Any], num_sampled: int, group_size: int,
+                               loss_mask: torch.Tensor, *, replay_weight: float = 1.0,
+                               **estimator: Any) -> torch.Tensor:
+    """``"positive"``: the sampled rows get the estimator's advantages among themselves (exactly RL-IR's), each replay
+    +w r'."""
+    return _sampled_then_replays(rewards, new_rows, num_sampled, group_size, loss_mask, replay_weight, False, estimator)
+
+
+#: ``HiRConfig.replay_advantage``: each choice and its function ``(rewards (N,), new_rows, num_sampled, group_size,
+#: loss_mask (N, T), *, replay_weight, **estimator) -> advantages``, (N,) or (N, T).
+REPLAY_ADVANTAGES: dict[str, Callable[..., torch.Tensor]] = {
+    "group": group_replay_advantages,
+    "paired": paired_replay_advantages,
+    "positive": positive_replay_advantages,
+}
+
+
 def hir_advantages(rewards: torch.Tensor, new_rows: Sequence[Any], num_sampled: int, group_size: int,
                    loss_mask: torch.Tensor, *, replay_advantage: str = "positive", replay_weight: float = 1.0,
                    **estimator: Any) -> torch.Tensor:
-    """Advantages of a HiR batch: B sampled rows followed by the new rows (`hir_trl.batch.NewRow`).
+    """Advantages of a HiR batch: B sampled rows followed by the new rows (`hir_trl.batch.NewRow`), by the
+    ``replay_advantage`` function of `REPLAY_ADVANTAGES`.
 
     ``replay_advantage="group"`` (paper): each replay is one more row of its source's group under the estimator.
     ``"positive"`` / ``"paired"``: the estimator runs over the rows sampled under q only (exactly RL-IR's
@@ -232,17 +276,8 @@ def hir_advantages(rewards: torch.Tensor, new_rows: Sequence[Any], num_sampled: 
     Raises:
         ValueError: an unknown ``replay_advantage`` (or estimator setting).
     """
-    if replay_advantage not in REPLAY_ADVANTAGES:
-        raise ValueError(f"unknown replay_advantage {replay_advantage!r}; expected one of {REPLAY_ADVANTAGES}")
-    grouped = replay_advantage == "group"
-    members = group_members(new_rows, num_sampled, group_size, replays_in_group=grouped)
-    if grouped:
-        return group_advantages(rewards, members, loss_mask, **estimator)
-    replays = [(num_sampled + o, row.source) for o, row in enumerate(new_rows) if row.kind == "replay"]
-    index = torch.tensor([r for r, _ in replays], dtype=torch.long, device=rewards.device)
-    advantages = group_advantages(rewards.index_fill(0, index, float("nan")), members, loss_mask, **estimator)
-    add_replay_advantages(advantages, rewards, replays, loss_mask, replay_weight, replay_advantage == "paired")
-    return advantages
+    enter = chosen(REPLAY_ADVANTAGES, "replay_advantage", replay_advantage)
+    return enter(rewards, new_rows, num_sampled, group_size, loss_mask, replay_weight=replay_weight, **estimator)
 
 
 def kl_in_reward_per_token(batch: dict[str, Any], ref_logps: torch.Tensor, new_rows: Sequence[Any],

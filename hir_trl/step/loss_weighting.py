@@ -30,10 +30,9 @@ from typing import Any
 
 import torch
 
+from ..errors import chosen
 from .batch import loss_mask
 
-#: ``HiRConfig.replay_loss_weighting`` choices.
-LOSS_WEIGHTINGS = ("token", "paper")
 #: The per-row key HiR adds to a training batch: (N,) True on the replay rows (read by the ``hir/replay_ratio_*``
 #: metrics, `hir_trl.step_log.replay_ratio_counts`).
 REPLAY_MASK = "replay_mask"
@@ -87,34 +86,56 @@ def paper_advantage_scale(weights: torch.Tensor, lengths: torch.Tensor, num_item
     return torch.where(lengths > 0, scale, torch.zeros_like(scale))
 
 
-def prepare_loss_batch(batch: dict[str, Any], new_rows: Sequence[Any], num_sampled: int, group_size: int, *,
-                       weighting: str, num_replays: int,
-                       gather: Callable[[torch.Tensor], torch.Tensor] = _identity) -> None:
-    """Finish a HiR training batch for TRL's loss (in place), once its advantages and ``num_items_in_batch`` are set.
+def token_weighting(batch: dict[str, Any], new_rows: Sequence[Any], num_sampled: int, group_size: int,
+                    num_replays: int, gather: Callable[[torch.Tensor], torch.Tensor]) -> None:
+    """``"token"``: TRL's dapo token mean over all m + k rows of every group (the released code's aggregation); the
+    advantages stay as they are."""
 
-    Adds ``batch["replay_mask"]`` ((N,) bool, True on the replay rows). Under ``weighting="paper"`` multiplies row
-    i's ``advantages`` ((N,) or (N, T)) by `paper_advantage_scale`'s c_i; under ``"token"`` leaves them as they are
-    (TRL's dapo token mean).
 
-    Args:
-        batch: the extended batch (``advantages``, ``completion_mask``, optional ``tool_mask``,
-            ``num_items_in_batch``), B sampled rows then ``new_rows``.
-        num_sampled: B; group_size: m; num_replays: k.
-        weighting: ``HiRConfig.replay_loss_weighting``, one of `LOSS_WEIGHTINGS`.
-        gather: concatenates a tensor over ranks along dim 0 (``accelerator.gather``), to count G over all ranks.
+def paper_weighting(batch: dict[str, Any], new_rows: Sequence[Any], num_sampled: int, group_size: int,
+                    num_replays: int, gather: Callable[[torch.Tensor], torch.Tensor]) -> None:
+    """``"paper"``: the paper's written objective (eq. "hir"): row i's ``advantages`` ((N,) or (N, T)) times
+    `paper_advantage_scale`'s c_i, with G counted over all ranks (``gather``).
 
     Raises:
-        ValueError: an unknown ``weighting``, or ``"paper"`` with ``num_replays < 1``.
+        ValueError: ``num_replays < 1`` (`paper_row_weights`).
     """
-    if weighting not in LOSS_WEIGHTINGS:
-        raise ValueError(f"unknown replay_loss_weighting {weighting!r}; expected one of {LOSS_WEIGHTINGS}")
     advantages = batch["advantages"]
-    kinds = [False] * num_sampled + [row.kind == "replay" for row in new_rows]
-    batch[REPLAY_MASK] = torch.tensor(kinds, dtype=torch.bool, device=advantages.device)
-    if weighting == "token":
-        return
     weights = paper_row_weights(new_rows, num_sampled, group_size, num_replays)
     groups = gather(torch.tensor([num_sampled // group_size], device=advantages.device)).sum().item()
     scale = paper_advantage_scale(weights, loss_mask(batch).sum(1).cpu(), float(batch["num_items_in_batch"]), groups)
     scale = scale.to(device=advantages.device, dtype=advantages.dtype)
     batch["advantages"] = advantages * (scale if advantages.dim() == 1 else scale.unsqueeze(1))
+
+
+#: ``HiRConfig.replay_loss_weighting``: each choice and its function ``(batch, new_rows, num_sampled, group_size,
+#: num_replays, gather) -> None``, which rescales ``batch["advantages"]`` in place.
+LOSS_WEIGHTINGS: dict[str, Callable[..., None]] = {
+    "token": token_weighting,
+    "paper": paper_weighting,
+}
+
+
+def prepare_loss_batch(batch: dict[str, Any], new_rows: Sequence[Any], num_sampled: int, group_size: int, *,
+                       weighting: str, num_replays: int,
+                       gather: Callable[[torch.Tensor], torch.Tensor] = _identity) -> None:
+    """Finish a HiR training batch for TRL's loss (in place), once its advantages and ``num_items_in_batch`` are set.
+
+    Adds ``batch["replay_mask"]`` ((N,) bool, True on the replay rows), then applies the ``weighting`` of
+    `LOSS_WEIGHTINGS`: ``"paper"`` multiplies row i's ``advantages`` ((N,) or (N, T)) by `paper_advantage_scale`'s
+    c_i; ``"token"`` leaves them as they are (TRL's dapo token mean).
+
+    Args:
+        batch: the extended batch (``advantages``, ``completion_mask``, optional ``tool_mask``,
+            ``num_items_in_batch``), B sampled rows then ``new_rows``.
+        num_sampled: B; group_size: m; num_replays: k.
+        weighting: ``HiRConfig.replay_loss_weighting``, a key of `LOSS_WEIGHTINGS`.
+        gather: concatenates a tensor over ranks along dim 0 (``accelerator.gather``), to count G over all ranks.
+
+    Raises:
+        ValueError: an unknown ``weighting``, or ``"paper"`` with ``num_replays < 1``.
+    """
+    weigh = chosen(LOSS_WEIGHTINGS, "replay_loss_weighting", weighting)
+    kinds = [False] * num_sampled + [row.kind == "replay" for row in new_rows]
+    batch[REPLAY_MASK] = torch.tensor(kinds, dtype=torch.bool, device=batch["advantages"].device)
+    weigh(batch, new_rows, num_sampled, group_size, num_replays, gather)

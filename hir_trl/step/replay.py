@@ -6,9 +6,10 @@ Read next to the paper's Algorithm 1 (``Select-Rewrite(G, k)``) and Algorithm 2 
 - `replay_candidates`:   failed responses (ILA = 0) with enough satisfied constraints (§3.2; released code)
 - `curriculum_scores`:   F(y) = F_div(y) + lambda * F_int(y)                         (Alg. 1 line 4, eq. "selection")
 - `select_top_k`:        T = top-k candidates by F                                    (Alg. 1 line 6)
-- `select_replays`:      Algorithm 1 Select (lines 1-6) over a generation batch: per group (paper) or a batch-wide
-                         top-(k x G) (the released code), with the paper's random-replay ablation and single-term
-                         scores. `select_group_replays` is the same call for one group.
+- `select_replays`:      Algorithm 1 Select (lines 1-6) over a generation batch: a score of `SELECTIONS` (the
+                         curriculum, the paper's random-replay ablation, single-term scores), taken per group
+                         (paper) or batch-wide, top-(k x G) (the released code), `SCOPES`.
+                         `select_group_replays` is the same call for one group.
 - `hindsight_instruction`/`hindsight_messages`: q' keeps only the satisfied constraints (Alg. 1 lines 7-11)
 - `rewrite`:             a selected response with its q'                             (Alg. 1 lines 7-11)
 - `hindsight_constraints`: the constraint records of q' (satisfied ones, and with ``HiRConfig.hindsight_relabel=
@@ -29,6 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..data.templates import join_instruction
+from ..errors import chosen
 
 #: Cap on the curriculum weight lambda_s. lambda_0 * (1 + eta)^s overflows a float (OverflowError at step 14,548
 #: with the paper's lambda_0 = 2, eta = 0.05; at step 397 with eta = 5), so lambda_s stops growing here. The cap
@@ -200,31 +202,55 @@ def hindsight_constraints(constraints: Sequence[Any], choice: ReplayChoice) -> l
             for c, ok, new in zip(constraints, choice.satisfied, relabelled) if ok or new is not None]
 
 
-#: ``HiRConfig.replay_selection`` choices; ``random`` ignores scores (paper Table 3 ablation).
-SELECTIONS = ("curriculum", "random", "integrity", "diversity")
-#: ``HiRConfig.replay_scope`` choices.
-SCOPES = ("group", "batch")
+def random_selection(diversity: Sequence[float], integrity: Sequence[float], lam: float) -> None:
+    """``"random"`` (paper Table 3 ablation): no score; the candidates are drawn uniformly with the replay RNG."""
+    return None
 
 
-def selection_scores(diversity: Sequence[float], integrity: Sequence[float], lam: float,
-                     selection: str = "curriculum") -> list[float]:
-    """Per-response selection score.
+def integrity_selection(diversity: Sequence[float], integrity: Sequence[float], lam: float) -> list[float]:
+    """``"integrity"``: F_int only."""
+    return [float(f) for f in integrity]
 
-    ``curriculum``: F_div + lambda * F_int (Algorithm 1 line 4); ``integrity``: F_int only; ``diversity``: F_div
-    only; ``random``: all zero (the caller samples uniformly instead).
 
-    Raises:
-        ValueError: unknown ``selection``.
-    """
-    if selection == "curriculum":
-        return curriculum_scores(diversity, integrity, lam)
-    if selection == "integrity":
-        return [float(f) for f in integrity]
-    if selection == "diversity":
-        return [float(d) for d in diversity]
-    if selection == "random":
-        return [0.0] * len(diversity)
-    raise ValueError(f"unknown replay selection {selection!r}; expected one of {SELECTIONS}")
+def diversity_selection(diversity: Sequence[float], integrity: Sequence[float], lam: float) -> list[float]:
+    """``"diversity"``: F_div only."""
+    return [float(d) for d in diversity]
+
+
+#: ``HiRConfig.replay_selection``: each choice and its score function ``(diversity (B,), integrity (B,), lam) ->
+#: (B,) scores``, or None for no score (candidates drawn uniformly with the replay RNG).
+SELECTIONS: dict[str, Callable[[Sequence[float], Sequence[float], float], list[float] | None]] = {
+    "curriculum": curriculum_scores,
+    "random": random_selection,
+    "integrity": integrity_selection,
+    "diversity": diversity_selection,
+}
+
+
+#: ``pick(pool, budget)``: Algorithm 1 line 6, the rows of ``pool`` (batch indices) a scope keeps, at most ``budget``.
+Pick = Callable[[list[int], int], list[int]]
+
+
+def group_scope(candidates: list[int], groups: int, group_size: int, k: int, pick: Pick) -> list[list[int]]:
+    """``"group"`` (paper Algorithm 1): ``pick`` k of each group's candidates."""
+    return [pick([i for i in candidates if g * group_size <= i < (g + 1) * group_size], k) for g in range(groups)]
+
+
+def batch_scope(candidates: list[int], groups: int, group_size: int, k: int, pick: Pick) -> list[list[int]]:
+    """``"batch"`` (released code): ``pick`` k x groups of the whole batch's candidates, each kept in its group (so a
+    group may get more or fewer than k)."""
+    out: list[list[int]] = [[] for _ in range(groups)]
+    for i in pick(candidates, k * groups):
+        out[i // group_size].append(i)
+    return out
+
+
+#: ``HiRConfig.replay_scope``: each choice and its function ``(candidates, groups, group_size, k, pick) -> per group,
+#: its picked rows (batch indices)``, `Pick` being line 6's top-k (or uniform draw).
+SCOPES: dict[str, Callable[[list[int], int, int, int, Pick], list[list[int]]]] = {
+    "group": group_scope,
+    "batch": batch_scope,
+}
 
 
 def select_replays(
@@ -248,9 +274,9 @@ def select_replays(
         group_size: m, responses per instruction.
         k: replays per group; with ``scope="batch"`` the budget is k x groups over the whole batch.
         lam: lambda_s.
-        scope: ``"group"``: top-k in each group (paper Algorithm 1). ``"batch"``: top-(k x groups) over the
-            batch (released code), so a group may get more or fewer than k.
-        selection: see `selection_scores`; ``"random"`` samples candidates uniformly with ``rng``.
+        scope: a key of `SCOPES`: ``"group"``: top-k in each group (paper Algorithm 1). ``"batch"``: top-(k x
+            groups) over the batch (released code), so a group may get more or fewer than k.
+        selection: a key of `SELECTIONS`; ``"random"`` samples candidates uniformly with ``rng``.
         min_satisfied: see `replay_candidates`.
         rng: the replay RNG, required for ``selection="random"``.
         eligible: (B,) whether each response may be replayed (see `replay_candidates`); None: all.
@@ -263,35 +289,27 @@ def select_replays(
     """
     if group_size <= 0 or len(verdicts) % group_size:
         raise ValueError(f"{len(verdicts)} responses do not form whole groups of {group_size}")
-    if scope not in SCOPES:
-        raise ValueError(f"unknown replay scope {scope!r}; expected one of {SCOPES}")
-    if selection == "random" and rng is None:
-        raise ValueError("random replay selection needs an rng")
+    within = chosen(SCOPES, "replay_scope", scope)
+    score = chosen(SELECTIONS, "replay_selection", selection)
     if len(verdicts) != len(diversity):
         raise ValueError(f"{len(verdicts)} verdict rows but {len(diversity)} diversity values")
     groups = len(verdicts) // group_size
     candidates = replay_candidates(verdicts, min_satisfied, eligible)                       # line 3: failures
     integrity = [constraint_integrity(v) if v else 0.0 for v in verdicts]                   # F_int
-    scores = selection_scores(diversity, integrity, lam, selection)                         # line 4: F
+    scores = score(diversity, integrity, lam)                                               # line 4: F
+    drawn = scores is None  # no score: a uniform draw (the paper's random-replay ablation)
+    if drawn and rng is None:
+        raise ValueError("random replay selection needs an rng")
+    scores = [0.0] * len(verdicts) if drawn else scores
 
     def pick(pool: list[int], budget: int) -> list[int]:                                    # line 6: top-k
-        if selection == "random":
+        if drawn:
             return rng.sample(pool, min(budget, len(pool)))
         return select_top_k(scores, pool, budget)
 
-    def choice(i: int) -> ReplayChoice:
-        return ReplayChoice(i % group_size, scores[i], float(diversity[i]), integrity[i],
-                            tuple(bool(v) for v in verdicts[i]))
-
-    out: list[list[ReplayChoice]] = [[] for _ in range(groups)]
-    if scope == "group":
-        for g in range(groups):
-            pool = [i for i in candidates if g * group_size <= i < (g + 1) * group_size]
-            out[g] = [choice(i) for i in pick(pool, k)]
-    else:
-        for i in pick(candidates, k * groups):
-            out[i // group_size].append(choice(i))
-    return out
+    return [[ReplayChoice(i % group_size, scores[i], float(diversity[i]), integrity[i],
+                          tuple(bool(v) for v in verdicts[i])) for i in rows]
+            for rows in within(candidates, groups, group_size, k, pick)]
 
 
 def rewrite(choice: ReplayChoice, prompt: Any, task: str, constraints: Sequence[str], template: str) -> ReplayChoice:

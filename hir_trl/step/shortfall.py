@@ -7,16 +7,18 @@ that every group holds m + k (`hir_trl.replay.allocate_shortfall` says how many 
 - `ResampleShortfall` (``"resample"``, paper §3.2: "we additionally generate k - z supplementary samples"): k - z
   ordinary samples under q, drawn through TRL's own generation in a second call that every rank joins.
 
+`SHORTFALLS` holds them by ``replay_shortfall`` name (its keys are `hir_trl.HiRConfig`'s choices);
 `shortfall_policy` picks one from the config once, when the trainer is built; the step (`hir_trl.step`) calls its
 ``fill`` and never looks at ``replay_shortfall`` itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..errors import chosen
 from .state import SupplementarySamples
 
 
@@ -67,17 +69,22 @@ class ResampleShortfall:
         return ShortfallFill(supplementary=list(shortfall), padding=[0] * len(shortfall), samples=samples)
 
 
+#: ``HiRConfig.replay_shortfall``: each choice and its policy class (a `ShortfallPolicy`, built with no argument).
+SHORTFALLS: dict[str, Callable[[], ShortfallPolicy]] = {
+    "pad": PadShortfall,
+    "resample": ResampleShortfall,
+}
+
+
 def shortfall_policy(replay_shortfall: str, num_replays: int) -> ShortfallPolicy:
-    """The policy of ``HiRConfig.replay_shortfall`` (`PadShortfall` whenever ``num_replays`` is 0: no group is ever
-    short, and no rank joins a generation call).
+    """The policy of ``HiRConfig.replay_shortfall`` (`SHORTFALLS`; `PadShortfall` whenever ``num_replays`` is 0: no
+    group is ever short, and no rank joins a generation call).
 
     Raises:
         ValueError: an unknown ``replay_shortfall``.
     """
-    policies = {"pad": PadShortfall, "resample": ResampleShortfall}
-    if replay_shortfall not in policies:
-        raise ValueError(f"unknown replay_shortfall {replay_shortfall!r}; expected one of {sorted(policies)}")
-    return PadShortfall() if num_replays == 0 else policies[replay_shortfall]()
+    policy = chosen(SHORTFALLS, "replay_shortfall", replay_shortfall)
+    return PadShortfall() if num_replays == 0 else policy()
 
 
-__all__ = ["PadShortfall", "ResampleShortfall", "ShortfallFill", "ShortfallPolicy", "shortfall_policy"]
+__all__ = ["SHORTFALLS", "PadShortfall", "ResampleShortfall", "ShortfallFill", "ShortfallPolicy", "shortfall_policy"]
