@@ -2,8 +2,8 @@
 
 `HiRConfig` subclasses TRL's `GRPOConfig`, so a TRL user's options all parse. This module says, for every field of
 the installed `GRPOConfig` (`FIELD_CLASSES`), how HiR treats it, and holds the refusals of the values and
-combinations HiR cannot honour (`REFUSALS`): `config_problem` returns the first one's message, which
-`HiRConfig.__post_init__` raises as a `ValueError` (one line naming the option and the alternative), before a model
+combinations HiR cannot honour (`REFUSALS`): `hir_trl.configs.validate` (`refusal_problem`) raises the first one's
+message as a `ValueError` (one line naming the option and the alternative) when a `HiRConfig` is built, before a model
 is loaded; `trainer_argument_problem` does the same for `GRPOTrainer` arguments that are not config fields.
 `compatibility_rows` is the table docs/configuration.md shows (`scripts/config_reference.py`), and
 ``tests/test_config_compat.py`` checks each supported cell's property on the tiny model and that every
@@ -68,7 +68,7 @@ def _pads(config: Any) -> bool:
     return config.num_replays > 0 and config.replay_shortfall == "pad"
 
 
-#: Every refusal `HiRConfig` applies, in the order they are checked.
+#: Every refusal `HiRConfig` applies, in the order they are checked (`hir_trl.configs.refusal_problem`).
 REFUSALS: tuple[Refusal, ...] = (
     _choices("loss_type", LOSS_TYPES),
     _choices("importance_sampling_level", IMPORTANCE_SAMPLING_LEVELS),
@@ -112,32 +112,6 @@ REFUSALS: tuple[Refusal, ...] = (
                   f"replay_shortfall: pad would scale every other row's loss down: set replay_shortfall: resample, or "
                   f"a loss normalized by tokens (loss_type: dapo or bnpo)"),
 )
-
-
-def config_problem(config: Any) -> str | None:
-    """The message of the first `REFUSALS` cell ``config`` falls in, or None when HiR honours every option.
-
-    Args:
-        config: a `HiRConfig` after `GRPOConfig.__post_init__` (``scale_rewards`` converted from a boolean).
-
-    Returns:
-        One line naming the option, its value and what to set instead; None when nothing is refused.
-    """
-    for refusal in REFUSALS:
-        if refusal.applies(config):
-            return refusal.message(config)
-    return None
-
-
-def check_config(config: Any) -> None:
-    """Raise the `config_problem` of ``config``, if any (called by `HiRConfig.__post_init__`).
-
-    Raises:
-        ValueError: one line naming the refused option, its value and what to set instead.
-    """
-    problem = config_problem(config)
-    if problem is not None:
-        raise ValueError(problem)
 
 
 #: `GRPOTrainer` arguments (not config fields) that `HiRTrainer` refuses: name -> (why, the one-line message).
@@ -277,5 +251,4 @@ def compatibility_rows() -> list[tuple[str, str, str]]:
 
 
 __all__ = ["CLASSES", "FIELD_CLASSES", "LOSS_TYPES", "REFUSALS", "REFUSED_TRAINER_ARGUMENTS", "Refusal", "SUPPORTED",
-           "check_config", "check_trainer_arguments", "compatibility_rows", "config_problem",
-           "trainer_argument_problem"]
+           "check_trainer_arguments", "compatibility_rows", "trainer_argument_problem"]

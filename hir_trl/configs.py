@@ -1,4 +1,5 @@
-"""Configuration dataclasses: `HiRConfig` (training) and `HiRScriptArguments` (the CLI's dataset options)."""
+"""Configuration dataclasses: `HiRConfig` (training) and `HiRScriptArguments` (the CLI's dataset options), and
+`validate`, the one home of `HiRConfig`'s checks (every check, in one documented order)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,15 @@ import math
 import numbers
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from trl import GRPOConfig, ScriptArguments
 
-from .compat import check_config
-from .judge.config import extra_kwargs_problem, judge_settings_problem
+from .compat import REFUSALS
+from .errors import choice_error
+from .judge.config import FAILURE_POLICIES, extra_kwargs_problem, judge_settings_problem, options_credential_problem
 from .step.advantages import ESTIMATORS, REPLAY_ADVANTAGES, TRL_ESTIMATOR
 from .step.loss_weighting import LOSS_WEIGHTINGS
 from .step.replay import SCOPES, SELECTIONS
@@ -158,18 +161,20 @@ class HiRConfig(GRPOConfig):
             field's help. ``judge_api_key_env`` is the NAME of the variable holding the key, never the key.
 
     Raises:
-        ValueError: a field whose value does not have its declared type (a float for an integer field such as
-            ``max_steps``, a string for a boolean), or out of range: negative ``num_replays``,
-            ``replay_min_satisfied`` or ``lambda_0``, ``eta`` outside [0, 1] (the paper's range),
-            ``num_replays >= num_generations``, an unknown ``diversity_aggregation`` or ``reward_mode``;
-            ``replay_loss_weighting="paper"`` with a ``loss_type`` other than ``"dapo"`` or ``num_replays=0``; a
-            ``hub_token`` (it would be saved in ``training_args.bin``) or a credential in a judge field; a
-            `GRPOConfig` value or combination HiR cannot honour with replays (`hir_trl.compat.REFUSALS`: an unknown
+        ValueError: the first problem `validate` finds, in its order (one line naming the field): a field whose
+            value does not have its declared type (a float for an integer field such as ``max_steps``, a string for
+            a boolean), or out of range: negative ``num_replays``, ``replay_min_satisfied`` or ``lambda_0``,
+            ``eta`` outside [0, 1] (the paper's range), ``num_replays >= num_generations``, a value outside a
+            field's choices; a non-finite optimizer number or reward weight, nothing to train; a generation batch
+            that does not hold whole groups on every rank (`batch_layout_problem`); a ``hub_token`` (it would be
+            saved in ``training_args.bin``) or a credential in a dict option or a judge field; a `GRPOConfig`
+            value or combination HiR cannot honour with replays (`hir_trl.compat.REFUSALS`: an unknown
             ``loss_type``, ``importance_sampling_level``, ``multi_objective_aggregation`` or ``scale_rewards``,
             ``remove_unused_columns=True``, ``use_liger_kernel`` without a CUDA GPU, ``normalize_then_sum`` with a
             Reinforce++ estimator, ``mask_truncated_completions`` with ``replay_truncated_completions``, a
-            row-normalized ``loss_type`` with ``replay_shortfall="pad"``); a generation batch that does not hold
-            whole groups (`check_batch_layout`).
+            row-normalized ``loss_type`` with ``replay_shortfall="pad"``); ``replay_loss_weighting="paper"`` with a
+            ``loss_type`` other than ``"dapo"`` or ``num_replays=0``; ``kl_in_reward`` without ``beta > 0`` and a
+            Reinforce++ estimator.
 
     Warns (one log line): ``importance_sampling_level="sequence"`` or ``loss_type="vespo"`` with replays and
     ``replay_old_logps="original"``, which silence most replays; the line names ``replay_old_logps: hindsight``.
@@ -379,7 +384,7 @@ class HiRConfig(GRPOConfig):
         default="unsatisfied",
         metadata={"help": "A judge call that still fails after its retries (or an answer that is neither YES nor NO): "
                   "'unsatisfied' records a failed, not-satisfied verdict (counted in judge/failures); 'raise' stops "
-                  "training with JudgeError.", "choices": ["unsatisfied", "raise"]},
+                  "training with JudgeError.", "choices": list(FAILURE_POLICIES)},
     )
     judge_extra_kwargs: dict | str | None = field(
         default=None,
@@ -401,106 +406,17 @@ class HiRConfig(GRPOConfig):
     )
 
     def __post_init__(self) -> None:
-        problem = field_type_problem(self)  # before GRPOConfig converts anything: a float max_steps fails here
-        if problem is not None:
-            raise ValueError(problem)
-        if self.hub_token:  # transformers pickles the config, token included, into every training_args.bin
-            raise ValueError("hub_token would be saved in clear in training_args.bin of every checkpoint (and pushed "
-                             "with it): log in with `hf auth login` or set HF_TOKEN in the environment instead; the "
-                             "value given is not shown")
-        if not (math.isfinite(self.temperature) and self.temperature > 0):  # TRL divides the logits by it
-            raise ValueError(f"temperature must be > 0 (the m completions of a group are sampled; paper: 1.0), got "
-                             f"{self.temperature}")
-        if self.max_completion_length is not None and self.max_completion_length < 1:
-            raise ValueError(f"max_completion_length must be >= 1 (tokens per completion), got "
-                             f"{self.max_completion_length}")
-        if self.max_steps == 0 or self.max_steps < -1:  # transformers would take it as "not set" and train
-            raise ValueError(f"max_steps must be >= 1 (or -1: train for num_train_epochs epochs), got "
-                             f"{self.max_steps}")
-        if self.num_replays < 0:
-            raise ValueError(f"num_replays must be >= 0, got {self.num_replays}")
-        if not (math.isfinite(self.lambda_0) and self.lambda_0 >= 0):
-            raise ValueError(f"lambda_0 must be a finite number >= 0 (the curriculum weight on constraint integrity; "
-                             f"paper: 2), got {self.lambda_0}")
-        if not (math.isfinite(self.eta) and 0 <= self.eta <= 1):
-            raise ValueError(f"eta must be between 0 and 1 (the curriculum pace, lambda_s = lambda_0 * (1 + eta)^s; "
-                             f"paper: 0.05), got {self.eta}")
-        m = self.num_generations
-        if self.num_replays and m is not None and self.num_replays >= m:
-            raise ValueError(
-                f"num_replays (k = {self.num_replays}) must be smaller than num_generations (m = {m}): a group's k "
-                "replays are failed completions picked from its m samples (paper: m = 6, k = 2), so with k >= m the "
-                "group would hold as many hindsight rows as sampled ones, or more. Lower num_replays or raise "
-                "num_generations.")
+        validate(self, convert=self._grpo_post_init)
+
+    def _grpo_post_init(self) -> None:
+        """TRL's conversions and checks (`GRPOConfig.__post_init__`), after HiR's default for ``bf16``: None means
+        True where bf16 can run (TRL's default, bf16 unless fp16, refuses to construct on a machine without such a
+        device; there the default is full precision, as transformers' own)."""
         if self.bf16 is None and not self.fp16 and not self.use_cpu:
-            # TRL's default (bf16 unless fp16) refuses to construct where bf16 cannot run (a machine without a GPU):
-            # there the default is full precision, as transformers' own.
             from transformers.utils import is_torch_bf16_gpu_available, is_torch_xla_available
 
             self.bf16 = is_torch_bf16_gpu_available() or is_torch_xla_available()
-
-        if isinstance(self.judge_extra_kwargs, str) and self.judge_extra_kwargs.startswith("{"):
-            try:  # transformers parses it in super().__post_init__, with an error that names no field
-                json.loads(self.judge_extra_kwargs)
-            except ValueError as exc:
-                raise ValueError(f"judge_extra_kwargs is not valid JSON: {exc}") from None
-        problem = _guards_problem(self)  # NaN/inf, nothing to train, batch of partial groups, nested credentials
-        if problem is not None:
-            raise ValueError(problem)
         super().__post_init__()
-        check_config(self)  # GRPOConfig options HiR cannot honour with replays (`hir_trl.compat`)
-        self._validate_judge_fields()
-        if self.max_prompt_length is not None and self.max_prompt_length < 1:
-            raise ValueError(f"max_prompt_length must be >= 1 (or None), got {self.max_prompt_length}")
-        if self.replay_min_satisfied < 0:
-            raise ValueError(f"replay_min_satisfied must be >= 0, got {self.replay_min_satisfied}")
-        problem = choice_problem(self, HiRConfig)
-        if problem is not None:
-            raise ValueError(problem)
-        if self.replay_loss_weighting == "paper" and (self.loss_type != "dapo" or self.num_replays == 0):
-            raise ValueError(f"replay_loss_weighting: paper needs loss_type: dapo and num_replays >= 1 (it rescales "
-                             f"TRL's dapo token sum per row; got loss_type: {self.loss_type}, num_replays: "
-                             f"{self.num_replays}): set those, or replay_loss_weighting: token")
-        silencing = [setting for setting, on in (("importance_sampling_level: sequence",
-                                                   self.importance_sampling_level == "sequence"),
-                                                  ("loss_type: vespo", self.loss_type == "vespo")) if on]
-        if silencing and self.num_replays > 0 and self.replay_old_logps == "original":
-            logger.warning("%s with replay_old_logps: original: a replay's sequence-level ratio pi(y|q')/pi_old(y|q) "
-                           "is far from 1 from the first step, so the clip (or VESPO's weight) takes away most of the "
-                           "replays' gradient; set replay_old_logps: hindsight to train them at ratio 1",
-                           " and ".join(silencing))
-        if not self.replay_weight >= 0:
-            raise ValueError(f"replay_weight must be >= 0, got {self.replay_weight}")
-        if self.kl_in_reward and (self.beta <= 0 or self.advantage_estimator == TRL_ESTIMATOR):
-            others = " or ".join(repr(name) for name in ESTIMATORS if name != TRL_ESTIMATOR)
-            raise ValueError("kl_in_reward=True needs beta > 0 (the KL coefficient) and advantage_estimator "
-                             f"{others} (got beta={self.beta}, "
-                             f"advantage_estimator={self.advantage_estimator!r})")
-        check_batch_layout(self)
-
-
-    def _validate_judge_fields(self) -> None:
-        """Validate the judge fields (see `hir_trl.judge`).
-
-        Raises:
-            ValueError: a judge field out of range, an unknown ``judge_failure_policy``, a ``judge_api_key_env``
-                that is not an environment variable name, or anything shaped like a credential in a judge field
-                (`hir_trl.judge.looks_like_credential`; the message never shows it).
-        """
-        problem = judge_settings_problem(
-            model=self.judge_model, api_key_env=self.judge_api_key_env, max_concurrency=self.judge_max_concurrency,
-            timeout=self.judge_timeout, max_retries=self.judge_max_retries, temperature=self.judge_temperature,
-            failure_policy=self.judge_failure_policy, retry_backoff=self.judge_retry_backoff,
-            api_base=self.judge_api_base, cache_dir=self.judge_cache_dir)
-        if problem is None and (not isinstance(self.judge_max_tokens, int) or self.judge_max_tokens < 1):
-            problem = f"judge_max_tokens must be an integer >= 1, got {self.judge_max_tokens!r}"
-        if problem is None and isinstance(self.judge_extra_kwargs, str):
-            problem = ("judge_extra_kwargs must be a JSON object (e.g. '{\"logit_bias\": {\"31\": 100.0}}'), got a "
-                       "string that is not one")
-        if problem is None:
-            problem = extra_kwargs_problem(self.judge_extra_kwargs)
-        if problem is not None:
-            raise ValueError(problem)
 
 
 @dataclass
@@ -568,16 +484,8 @@ class HiRScriptArguments(ScriptArguments):
             self.build_model = "tiny"
 
 
-def choice_problem(config: Any, cls: type) -> str | None:
-    """The first field declared by ``cls`` itself whose value is not among its ``metadata["choices"]`` (the one list
-    of choices, shown by ``--help``), as a message; None when every such field is valid."""
-    own = set(getattr(cls, "__annotations__", {}))
-    for f in dataclasses.fields(cls):
-        allowed = f.metadata.get("choices")
-        if f.name in own and allowed is not None and getattr(config, f.name) not in allowed:
-            return f"{f.name} must be one of {tuple(allowed)}, got {getattr(config, f.name)!r}"
-    return None
-
+# ------------------------------------------------------------------------------------------ validation
+# Every check of a `HiRConfig`, each a function ``config -> message or None``; `validate` runs them in its order.
 
 _KIND_NAMES = {int: "an integer", float: "a number", bool: "true or false"}
 
@@ -624,32 +532,244 @@ def field_type_problem(config: Any) -> str | None:
     return None
 
 
-def _guards_problem(args: Any) -> str | None:
-    from .guards import config_problem
+def choice_problem(config: Any, cls: type | None = None) -> str | None:
+    """The first field declared by ``cls`` itself (default `HiRConfig`) whose value is not among its
+    ``metadata["choices"]`` (the one list of choices, shown by ``--help``; a strategy's choices are its registry's
+    keys), as a message (`hir_trl.errors.choice_error`); None when every such field is valid."""
+    cls = HiRConfig if cls is None else cls
+    own = set(getattr(cls, "__annotations__", {}))
+    for f in dataclasses.fields(cls):
+        allowed = f.metadata.get("choices")
+        if f.name in own and allowed is not None and getattr(config, f.name) not in allowed:
+            return choice_error(f.name, getattr(config, f.name), allowed)
+    return None
 
-    return config_problem(args)
+
+def range_problem(args: Any) -> str | None:
+    """A number out of its range: ``temperature``, ``max_completion_length``, ``max_steps``, ``max_prompt_length``
+    and HiR's ``num_replays``, ``lambda_0``, ``eta``, ``replay_min_satisfied``, ``replay_weight``, and k < m."""
+    if not (math.isfinite(args.temperature) and args.temperature > 0):  # TRL divides the logits by it
+        return f"temperature must be > 0 (the m completions of a group are sampled; paper: 1.0), got {args.temperature}"
+    if args.max_completion_length is not None and args.max_completion_length < 1:
+        return f"max_completion_length must be >= 1 (tokens per completion), got {args.max_completion_length}"
+    if args.max_steps == 0 or args.max_steps < -1:  # transformers would take it as "not set" and train
+        return f"max_steps must be >= 1 (or -1: train for num_train_epochs epochs), got {args.max_steps}"
+    if args.num_replays < 0:
+        return f"num_replays must be >= 0, got {args.num_replays}"
+    if not (math.isfinite(args.lambda_0) and args.lambda_0 >= 0):
+        return (f"lambda_0 must be a finite number >= 0 (the curriculum weight on constraint integrity; paper: 2), "
+                f"got {args.lambda_0}")
+    if not (math.isfinite(args.eta) and 0 <= args.eta <= 1):
+        return (f"eta must be between 0 and 1 (the curriculum pace, lambda_s = lambda_0 * (1 + eta)^s; paper: 0.05), "
+                f"got {args.eta}")
+    m = args.num_generations
+    if args.num_replays and m is not None and args.num_replays >= m:
+        return (f"num_replays (k = {args.num_replays}) must be smaller than num_generations (m = {m}): a group's k "
+                "replays are failed completions picked from its m samples (paper: m = 6, k = 2), so with k >= m the "
+                "group would hold as many hindsight rows as sampled ones, or more. Lower num_replays or raise "
+                "num_generations.")
+    if args.max_prompt_length is not None and args.max_prompt_length < 1:
+        return f"max_prompt_length must be >= 1 (or None), got {args.max_prompt_length}"
+    if args.replay_min_satisfied < 0:
+        return f"replay_min_satisfied must be >= 0, got {args.replay_min_satisfied}"
+    if not args.replay_weight >= 0:
+        return f"replay_weight must be >= 0, got {args.replay_weight}"
+    return None
+
+
+#: Optimizer and schedule numbers of `transformers.TrainingArguments` that must be finite (a NaN learning rate
+#: trains every weight to NaN without any error).
+FINITE_FIELDS = ("learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm",
+                 "warmup_ratio", "num_train_epochs", "beta", "epsilon", "temperature")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def training_problem(args: Any) -> str | None:
+    """Settings that cannot train: a `FINITE_FIELDS` number or a ``reward_weights`` entry that is NaN or inf
+    (nothing else fails on it), or ``max_steps: -1`` with ``num_train_epochs <= 0`` (nothing would be trained)."""
+    for name in FINITE_FIELDS:
+        value = getattr(args, name, None)
+        if _number(value) and not math.isfinite(value):
+            return f"{name} must be a finite number, got {value}"
+    weights = getattr(args, "reward_weights", None)
+    if weights is not None:
+        for index, weight in enumerate(weights):
+            if not _number(weight) or not math.isfinite(weight):
+                return (f"reward_weights[{index}] must be a finite number, got {weight!r} (one weight per reward: "
+                        "the constraint reward first, then each reward function)")
+    if getattr(args, "max_steps", None) == -1 and _number(getattr(args, "num_train_epochs", None)) \
+            and args.num_train_epochs <= 0:
+        return (f"max_steps is -1 and num_train_epochs is {args.num_train_epochs}: nothing would be trained; set "
+                "num_train_epochs > 0 or max_steps >= 1")
+    return None
+
+
+def batch_layout_problem(args: Any) -> str | None:
+    """Whether every rank's generation batch holds whole groups and splits evenly after replay (the message naming
+    the settings and a fix), or None.
+
+    Each rank generates B = ``per_device_train_batch_size x S`` rows, S = ``steps_per_generation`` (before TRL
+    derives it: ``gradient_accumulation_steps``, its default, unless ``generation_batch_size`` is set, in which case
+    nothing is checked until TRL has derived it). HiR needs B % m == 0 (whole groups per rank, so that a replay sits
+    on its source's rank) and ``(B + (B / m) * k) % S == 0`` (TRL's `split_tensor_dict` floors, so a remainder would
+    silently drop rows).
+    """
+    m, k = args.num_generations, args.num_replays
+    if not (isinstance(m, int) and m > 0):  # TRL's own checks name it
+        return None
+    steps, steps_name = getattr(args, "steps_per_generation", None), "steps_per_generation"
+    if steps is None:
+        if getattr(args, "generation_batch_size", None) is not None:
+            return None
+        steps, steps_name = getattr(args, "gradient_accumulation_steps", 1), "gradient_accumulation_steps"
+    per_device = args.per_device_train_batch_size
+    local = per_device * steps
+    if local % m:
+        return (f"HiRTrainer needs whole groups on every rank: per_device_train_batch_size ({per_device}) x "
+                f"{steps_name} ({steps}) = {local} must be a multiple of num_generations ({m}). Set "
+                f"per_device_train_batch_size to a multiple of {m}.")
+    total = local + (local // m) * k
+    if total % steps:
+        return (f"With num_replays={k}, each rank's generation batch grows to {total} rows, which does not split into "
+                f"{steps_name}={steps} equal micro-batches. Choose per_device_train_batch_size so that "
+                f"(per_device_train_batch_size / num_generations) * num_replays is a whole number.")
+    return None
 
 
 def check_batch_layout(args: Any) -> None:
-    """Check that every rank's generation batch holds whole groups and splits evenly after replay.
-
-    Each rank generates B = ``per_device_train_batch_size * steps_per_generation`` rows; HiR needs
-    B % m == 0 (whole groups per rank) and ``(B + (B / m) * k) % steps_per_generation == 0`` (TRL's
-    `split_tensor_dict` floors, so a remainder would silently drop rows).
+    """Raise `batch_layout_problem` of ``args``, if any.
 
     Raises:
         ValueError: naming the settings and a fix.
     """
-    m, k, spg = args.num_generations, args.num_replays, args.steps_per_generation
-    local = args.per_device_train_batch_size * spg
-    if local % m:
-        raise ValueError(
-            f"HiRTrainer needs whole groups on every rank: per_device_train_batch_size "
-            f"({args.per_device_train_batch_size}) x steps_per_generation ({spg}) = {local} must be a multiple of "
-            f"num_generations ({m}). Set per_device_train_batch_size to a multiple of {m}.")
-    total = local + (local // m) * k
-    if total % spg:
-        raise ValueError(
-            f"With num_replays={k}, each rank's generation batch grows to {total} rows, which does not split into "
-            f"steps_per_generation={spg} equal micro-batches. Choose per_device_train_batch_size so that "
-            f"(per_device_train_batch_size / num_generations) * num_replays is a whole number.")
+    problem = batch_layout_problem(args)
+    if problem is not None:
+        raise ValueError(problem)
+
+
+def credential_problem(args: Any) -> str | None:
+    """A credential that would be saved in clear in ``training_args.bin`` of every checkpoint (and pushed with it):
+    a ``hub_token``, or one inside a dict option (`hir_trl.judge.config.options_credential_problem`); never shown."""
+    if args.hub_token:  # transformers pickles the config, token included, into every training_args.bin
+        return ("hub_token would be saved in clear in training_args.bin of every checkpoint (and pushed with it): log "
+                "in with `hf auth login` or set HF_TOKEN in the environment instead; the value given is not shown")
+    return options_credential_problem(args)
+
+
+def extra_kwargs_json_problem(args: Any) -> str | None:
+    """``judge_extra_kwargs`` given as a string that is not JSON (transformers parses it in `GRPOConfig`'s
+    ``__post_init__``, with an error that names no field)."""
+    if isinstance(args.judge_extra_kwargs, str) and args.judge_extra_kwargs.startswith("{"):
+        try:
+            json.loads(args.judge_extra_kwargs)
+        except ValueError as exc:
+            return f"judge_extra_kwargs is not valid JSON: {exc}"
+    return None
+
+
+def refusal_problem(args: Any) -> str | None:
+    """The message of the first `hir_trl.compat.REFUSALS` cell ``args`` falls in (a `GRPOConfig` value or combination
+    HiR cannot honour with replays), or None. Needs TRL's conversions (``scale_rewards`` from a boolean)."""
+    for refusal in REFUSALS:
+        if refusal.applies(args):
+            return refusal.message(args)
+    return None
+
+
+def judge_problem(args: Any) -> str | None:
+    """A judge field (see `hir_trl.judge`) out of range, a ``judge_api_key_env`` that is not an environment variable
+    name, a ``judge_extra_kwargs`` that is not a mapping of litellm arguments, or anything shaped like a credential
+    in a judge field (`hir_trl.judge.config`; the message never shows it)."""
+    problem = judge_settings_problem(
+        model=args.judge_model, api_key_env=args.judge_api_key_env, max_concurrency=args.judge_max_concurrency,
+        timeout=args.judge_timeout, max_retries=args.judge_max_retries, temperature=args.judge_temperature,
+        failure_policy=args.judge_failure_policy, retry_backoff=args.judge_retry_backoff,
+        api_base=args.judge_api_base, cache_dir=args.judge_cache_dir)
+    if problem is None and (not isinstance(args.judge_max_tokens, int) or args.judge_max_tokens < 1):
+        problem = f"judge_max_tokens must be an integer >= 1, got {args.judge_max_tokens!r}"
+    if problem is None and isinstance(args.judge_extra_kwargs, str):
+        problem = ("judge_extra_kwargs must be a JSON object (e.g. '{\"logit_bias\": {\"31\": 100.0}}'), got a "
+                   "string that is not one")
+    return problem if problem is not None else extra_kwargs_problem(args.judge_extra_kwargs)
+
+
+def combination_problem(args: Any) -> str | None:
+    """HiR settings that need others: ``replay_loss_weighting="paper"`` needs ``loss_type="dapo"`` and replays;
+    ``kl_in_reward`` needs ``beta > 0`` and a Reinforce++ estimator."""
+    if args.replay_loss_weighting == "paper" and (args.loss_type != "dapo" or args.num_replays == 0):
+        return (f"replay_loss_weighting: paper needs loss_type: dapo and num_replays >= 1 (it rescales TRL's dapo "
+                f"token sum per row; got loss_type: {args.loss_type}, num_replays: {args.num_replays}): set those, "
+                "or replay_loss_weighting: token")
+    if args.kl_in_reward and (args.beta <= 0 or args.advantage_estimator == TRL_ESTIMATOR):
+        others = " or ".join(repr(name) for name in ESTIMATORS if name != TRL_ESTIMATOR)
+        return ("kl_in_reward=True needs beta > 0 (the KL coefficient) and advantage_estimator "
+                f"{others} (got beta={args.beta}, advantage_estimator={args.advantage_estimator!r})")
+    return None
+
+
+def warn_silenced_replays(args: Any) -> None:
+    """Log one line when ``importance_sampling_level="sequence"`` or ``loss_type="vespo"`` with replays and
+    ``replay_old_logps="original"`` silence most replays; the line names ``replay_old_logps: hindsight``."""
+    silencing = [setting for setting, on in (("importance_sampling_level: sequence",
+                                               args.importance_sampling_level == "sequence"),
+                                              ("loss_type: vespo", args.loss_type == "vespo")) if on]
+    if silencing and args.num_replays > 0 and args.replay_old_logps == "original":
+        logger.warning("%s with replay_old_logps: original: a replay's sequence-level ratio pi(y|q')/pi_old(y|q) is "
+                       "far from 1 from the first step, so the clip (or VESPO's weight) takes away most of the "
+                       "replays' gradient; set replay_old_logps: hindsight to train them at ratio 1",
+                       " and ".join(silencing))
+
+
+#: The checks that read the values as given, before TRL's `GRPOConfig.__post_init__` converts anything (so that a
+#: message names the field the user set, not one TRL derives), in order.
+CHECKS_BEFORE_TRL: tuple[Callable[[Any], str | None], ...] = (
+    field_type_problem, range_problem, choice_problem, training_problem, batch_layout_problem, credential_problem,
+    extra_kwargs_json_problem)
+#: The checks that need TRL's conversions, in order (`batch_layout_problem` again: with ``generation_batch_size``
+#: set, TRL derives ``steps_per_generation`` from it).
+CHECKS_AFTER_TRL: tuple[Callable[[Any], str | None], ...] = (
+    refusal_problem, judge_problem, combination_problem, batch_layout_problem)
+
+
+def validate(config: Any, convert: Callable[[], None] | None = None) -> None:
+    """Every check of a `HiRConfig`, in one order: the one home `HiRConfig.__post_init__` calls.
+
+    The first problem found is raised; each message is one line naming the field (and the fix):
+
+    1. `field_type_problem`: a value that does not have its field's declared type;
+    2. `range_problem`: a number out of its range (``temperature``, ``max_steps``, ``num_replays``, ``lambda_0``,
+       ``eta``, k < m, ...);
+    3. `choice_problem`: a value outside its field's choices (for a strategy, its registry's keys);
+    4. `training_problem`: a non-finite optimizer number or reward weight, or nothing to train;
+    5. `batch_layout_problem`: a generation batch that is not whole groups on every rank, or does not split;
+    6. `credential_problem`: a ``hub_token``, or a credential in a dict option;
+    7. `extra_kwargs_json_problem`: a ``judge_extra_kwargs`` string that is not JSON;
+       then ``convert()`` (TRL's `GRPOConfig.__post_init__`, with its own checks);
+    8. `refusal_problem`: a `GRPOConfig` value or combination HiR refuses (`hir_trl.compat.REFUSALS`);
+    9. `judge_problem`: the ``judge_*`` fields (`hir_trl.judge.config`);
+    10. `combination_problem`: ``replay_loss_weighting="paper"``, ``kl_in_reward``;
+    11. `batch_layout_problem` again, once TRL has derived ``steps_per_generation``;
+    then `warn_silenced_replays` (a log line, not an error).
+
+    Args:
+        config: the `HiRConfig`.
+        convert: TRL's conversions, run between the two groups of checks (`CHECKS_BEFORE_TRL`,
+            `CHECKS_AFTER_TRL`); None for a config already converted.
+
+    Raises:
+        ValueError: the first problem.
+    """
+    for check in CHECKS_BEFORE_TRL:
+        problem = check(config)
+        if problem is not None:
+            raise ValueError(problem)
+    if convert is not None:
+        convert()
+    for check in CHECKS_AFTER_TRL:
+        problem = check(config)
+        if problem is not None:
+            raise ValueError(problem)
+    warn_silenced_replays(config)

@@ -1,16 +1,15 @@
-"""Guards that keep a run from training on nothing or on non-finite numbers, and from writing a credential.
+"""Guards that keep a run from training on non-finite numbers, checked while it runs.
 
-Three kinds, each stopping the run with a message that names the cause (`NonFiniteTrainingError` or `RewardFunctionError`,
+Two kinds, each stopping the run with a message that names the cause (`NonFiniteTrainingError` or `RewardFunctionError`,
 `ValueError` subclasses printed by ``hir-trl train`` as one line with exit status 2; nothing that looks like a result is saved):
 
-- `config_problem`: settings that cannot train, checked when a `hir_trl.HiRConfig` is built (before
-  `trl.GRPOConfig` converts anything): a non-finite ``learning_rate`` (or another optimizer number), ``reward_weights``
-  holding NaN or inf, ``max_steps: -1`` with ``num_train_epochs <= 0``, a generation batch that is no whole number of
-  groups (naming the fields the user sets), and a credential inside a dict option (`hir_trl.judge.config`).
 - `checked_reward_function`: wraps a TRL-style reward function so that what it returns is checked on every call:
   one number (or None) per completion, each finite; a string, a scalar or NaN/inf names the function.
 - `NonFiniteGuard`: a `transformers.TrainerCallback` that stops training before the optimizer applies a gradient
   that is not finite, and after a step that leaves a parameter or the logged loss non-finite.
+
+Settings that cannot train (a non-finite ``learning_rate`` or reward weight, nothing to train, a credential in an
+option) are refused before a run starts, when the `hir_trl.HiRConfig` is built (`hir_trl.configs.validate`).
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -33,59 +31,8 @@ class RewardFunctionError(ValueError):
     """A reward function returned something TRL cannot read as one reward per completion; the message names it."""
 
 
-#: Optimizer and schedule numbers of `transformers.TrainingArguments` that must be finite (a NaN learning rate
-#: trains every weight to NaN without any error).
-FINITE_FIELDS = ("learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm",
-                 "warmup_ratio", "num_train_epochs", "beta", "epsilon", "temperature")
-
-
 def _number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def config_problem(args: Any) -> str | None:
-    """What makes these settings unable to train (a message naming the field and the fix), or None.
-
-    Called from `hir_trl.HiRConfig.__post_init__` before `trl.GRPOConfig.__post_init__`, so the world size is read
-    from the ``WORLD_SIZE`` environment variable (1 when unset), as launchers set it.
-
-    Checks: `FINITE_FIELDS` and every ``reward_weights`` entry are finite; ``max_steps: -1`` needs
-    ``num_train_epochs > 0``; ``per_device_train_batch_size x (steps_per_generation or gradient_accumulation_steps)
-    x processes`` is a multiple of ``num_generations`` (unless ``generation_batch_size`` is set: TRL's own check then
-    names it); no dict option holds a credential (`hir_trl.judge.config.options_credential_problem`).
-    """
-    from .judge.config import options_credential_problem
-
-    for name in FINITE_FIELDS:
-        value = getattr(args, name, None)
-        if _number(value) and not math.isfinite(value):
-            return f"{name} must be a finite number, got {value}"
-    weights = getattr(args, "reward_weights", None)
-    if weights is not None:
-        for index, weight in enumerate(weights):
-            if not _number(weight) or not math.isfinite(weight):
-                return (f"reward_weights[{index}] must be a finite number, got {weight!r} (one weight per reward: "
-                        "the constraint reward first, then each reward function)")
-    if getattr(args, "max_steps", None) == -1 and _number(getattr(args, "num_train_epochs", None)) \
-            and args.num_train_epochs <= 0:
-        return (f"max_steps is -1 and num_train_epochs is {args.num_train_epochs}: nothing would be trained; set "
-                "num_train_epochs > 0 or max_steps >= 1")
-    m = getattr(args, "num_generations", None)
-    per_device = getattr(args, "per_device_train_batch_size", None)
-    if isinstance(m, int) and m > 0 and isinstance(per_device, int) and getattr(args, "generation_batch_size",
-                                                                                None) is None:
-        spg = getattr(args, "steps_per_generation", None)
-        steps, steps_name = ((spg, "steps_per_generation") if spg is not None
-                             else (getattr(args, "gradient_accumulation_steps", 1), "gradient_accumulation_steps"))
-        world = int(os.environ.get("WORLD_SIZE", "1") or 1)
-        rows = per_device * steps * world
-        if isinstance(steps, int) and rows % m:
-            processes = f" x {world} processes" if world > 1 else ""
-            return (f"per_device_train_batch_size ({per_device}) x {steps_name} ({steps}){processes} = {rows} "
-                    f"completions per generation batch, which is not a multiple of num_generations ({m}): every "
-                    f"prompt needs its {m} completions in one batch; set per_device_train_batch_size to a multiple "
-                    f"of {m} (or change num_generations)")
-    return options_credential_problem(args)
 
 
 # ------------------------------------------------------------------------------------------ reward functions
@@ -209,5 +156,4 @@ class NonFiniteGuard(TrainerCallback):
                 raise NonFiniteTrainingError(f"step {state.global_step}: {key} is {value}; {self._CAUSES}")
 
 
-__all__ = ["FINITE_FIELDS", "NonFiniteGuard", "NonFiniteTrainingError", "RewardFunctionError", "check_rewards", "checked_reward_function",
-           "config_problem"]
+__all__ = ["NonFiniteGuard", "NonFiniteTrainingError", "RewardFunctionError", "check_rewards", "checked_reward_function"]
