@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from hir_trl.data.jsonfiles import JSONFileError, read_json, read_jsonl, read_records, read_text
+from hir_trl.data.jsonfiles import JSONFileError, read_json, read_jsonl, read_text
 from hir_trl.data.loading import DatasetFormatError, load_rows
 from hir_trl.data.synth import read_prompts
 from hir_trl.evaluation import BenchmarkFormatError, ResponsesFormatError, load_benchmark, read_responses
@@ -75,22 +75,12 @@ def test_json_file_errors(tmp_path, text, line, message):
     assert info.value.line == line
 
 
-def test_read_records_chooses_by_name_or_by_a_leading_bracket(tmp_path):
-    listed = tmp_path / "rows.txt"
-    listed.write_text('\n  [{"a": 1},\n {"a": 2}]')  # a JSON list under another name
-    lines = tmp_path / "rows.data"
-    lines.write_text('{"a": 1}\n{"a": 2}\n')
-    assert [r["a"] for _, r in read_records(listed)] == [r["a"] for _, r in read_records(lines)] == [1, 2]
-    with pytest.raises(FileNotFoundError, match="missing.jsonl"):
-        read_records(tmp_path / "missing.jsonl")
-
-
 def test_every_caller_reports_the_readers_location(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('\n{"prompt": "p",\n')
     expected = f"{bad}, line 2: does not parse as JSON"
     for read, error in ((read_responses, ResponsesFormatError), (load_benchmark, BenchmarkFormatError),
-                        (load_rows, DatasetFormatError), (read_prompts, JSONFileError)):
+                        (load_rows, DatasetFormatError), (read_prompts, DatasetFormatError)):
         with pytest.raises(error) as info:
             read(bad)
         assert str(info.value).startswith(expected), (read.__name__, str(info.value))
@@ -100,3 +90,20 @@ def test_every_caller_reports_the_readers_location(tmp_path):
     with pytest.raises(ResponsesFormatError) as info:
         read_responses(field)
     assert str(info.value).startswith(f"{field}, line 3: field 'response' must be a string")
+
+
+def test_every_data_source_is_read_by_one_dispatch(tmp_path):
+    # training data, benchmark files and synth's task sources go through hir_trl.data.loading.read_source: the same
+    # suffixes, the same refusal, the same missing-file error
+    unsupported = tmp_path / "rows.txt"
+    unsupported.write_text('[{"prompt": "p"}]\n')
+    for read in (load_rows, load_benchmark, read_prompts):
+        with pytest.raises(ValueError) as info:
+            read(unsupported)
+        assert str(info.value).startswith(f"{unsupported}: unsupported file type '.txt'"), (read.__name__, info.value)
+    for read in (load_rows, read_prompts):
+        with pytest.raises(FileNotFoundError, match="dataset file .*missing.jsonl does not exist"):
+            read(tmp_path / "missing.jsonl")
+    listed = tmp_path / "prompts.json"
+    listed.write_text('{"data": [{"prompt": "Write."}, {"prompt": "Sing."}]}')
+    assert read_prompts(listed) == ["Write.", "Sing."]

@@ -1,7 +1,8 @@
 """Read rows from JSON Lines and JSON files, every error naming the file and the line.
 
-The one reader of the package's JSON inputs: training data (`hir_trl.data`), benchmark and responses files
-(`hir_trl.evaluation`) and the task sources of `hir_trl.synth`. Python's `json` parses; this module only
+The one reader of the package's JSON inputs: responses files (`hir_trl.evaluation`), and the JSON files of every data
+source (training data, benchmark files, the task sources of `hir_trl.synth`), which
+`hir_trl.data.loading.read_source` reads through it. Python's `json` parses; this module only
 locates. Each row comes with its location as the user finds it in an editor: ``"data.jsonl, line 7"`` (lines
 count from 1, blank lines included), ``"rows.json, line 4"`` (the line a list item starts on) or
 ``"rows.json, data[3]"`` (an item of ``{"data": [...]}``, from 0).
@@ -129,30 +130,3 @@ def read_json(path: str | os.PathLike) -> Iterator[tuple[str, Any]]:
     rest = _JSON_WHITESPACE.match(text, pos + 1).end()
     if rest < len(text):
         raise JSONFileError(path, "has more text after the list of rows", text.count("\n", 0, rest) + 1)
-
-
-def _starts_with_list(path: str | os.PathLike) -> bool:
-    """True when the file's first character after white space (and a byte-order mark) is ``[``."""
-    with open(path, "rb") as handle:
-        chunk = handle.read(4096).removeprefix(b"\xef\xbb\xbf")
-        while chunk:
-            chunk = chunk.lstrip(b" \t\n\r")
-            if chunk:
-                return chunk.startswith(b"[")
-            chunk = handle.read(4096)
-    return False
-
-
-def read_records(path: str | os.PathLike) -> Iterator[tuple[str, Any]]:
-    """``(location, value)`` of every row of a file: `read_json` for a ``.json`` file, or for a file of another name
-    that starts with ``[`` (a JSON list under another name); `read_jsonl` for every other file.
-
-    Raises:
-        FileNotFoundError: the file does not exist (at once).
-        JSONFileError: as `read_json` and `read_jsonl`, when the iteration reaches the problem.
-    """
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"{os.fspath(path)} does not exist or is not a file")
-    if Path(path).suffix.lower() == ".json" or _starts_with_list(path):
-        return read_json(path)
-    return read_jsonl(path)

@@ -44,7 +44,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -342,28 +342,42 @@ def _read_parquet(path: Path) -> Iterator[tuple[str, Any]]:
         yield f"{path}, row {i}", record
 
 
+#: How a data file is read, by its suffix: ``(location, raw row)`` of every row; a file that does not read as its
+#: kind is a `DatasetFormatError` naming the file (and the line).
+FILE_READERS: dict[str, Callable[[Path], Iterator[tuple[str, Any]]]] = {
+    ".jsonl": lambda path: _json_rows(read_jsonl(path)),
+    ".json": lambda path: _json_rows(read_json(path)),
+    ".parquet": _read_parquet,
+}
+
+
 def _read_file(path: Path) -> Iterator[tuple[str, Any]]:
     suffix = path.suffix.lower()
-    if suffix == ".jsonl":
-        return _json_rows(read_jsonl(path))
-    if suffix == ".json":
-        return _json_rows(read_json(path))
-    if suffix == ".parquet":
-        return _read_parquet(path)
+    if suffix in FILE_READERS:
+        return FILE_READERS[suffix](path)
     why = " (a table cannot hold the nested constraints and chat messages)" if suffix in (".csv", ".tsv") else ""
     raise _file_error(path, f"unsupported file type {path.suffix or '(none)'!r}{why}; use .jsonl (one JSON object "
                       "per line), .json (a list of objects) or .parquet")
 
 
-def _directory_files(path: Path, split: str) -> list[Path]:
-    """The data files of ``split`` in a local dataset directory, found by the `datasets` library's conventions
-    (``train.jsonl``, ``data/test-00000.parquet``, ...; every file is ``train`` when no name says otherwise)."""
+def _one_split(splits: list[str], where: str) -> str:
+    """The one split of a source read with ``split=None``, or a `DatasetFormatError` naming its splits."""
+    if len(splits) != 1:
+        raise _file_error(where, f"holds the splits {sorted(splits)}, expected one: name the split")
+    return splits[0]
+
+
+def _directory_files(path: Path, split: str | None) -> list[Path]:
+    """The data files of ``split`` (None: the directory's one split) in a local dataset directory, found by the
+    `datasets` library's conventions (``train.jsonl``, ``data/test-00000.parquet``, ...; every file is ``train`` when
+    no name says otherwise)."""
     from datasets.data_files import DataFilesDict, EmptyDatasetError, get_data_patterns
 
     try:
         files = DataFilesDict.from_patterns(get_data_patterns(str(path)), base_path=str(path))
     except EmptyDatasetError:
         raise _file_error(path, "is a directory without data files (.jsonl, .json or .parquet)") from None
+    split = _one_split(list(map(str, files)), str(path)) if split is None else split
     if split not in files:
         raise _file_error(path, f"has no {split!r} split; its splits: {sorted(map(str, files))}")
     return [Path(f) for f in files[split]]
@@ -376,8 +390,30 @@ def _looks_local(source: str | os.PathLike) -> bool:
             or Path(text).suffix.lower() in _DATA_FILE_SUFFIXES or len(Path(text).parts) > 2)
 
 
-def _records(source: str | os.PathLike, split: str, name: str | None) -> Iterator[tuple[str, Any]]:
-    """``(location, raw row)`` of every row of ``source``; see `load_rows`."""
+def read_source(source: str | os.PathLike, split: str | None = "train",
+                name: str | None = None) -> Iterator[tuple[str, Any]]:
+    """``(location, raw row)`` of every row of ``source``: the one way a data source is read (training data,
+    `load_rows`; benchmark files and the public benchmarks, `hir_trl.evaluation`; the task sources of
+    `hir_trl.synth`).
+
+    - an existing file: read by its suffix (`FILE_READERS`: ``.jsonl``, ``.json``, ``.parquet``); another suffix is
+      refused;
+    - an existing directory (without ``name``): its files of ``split`` by the `datasets` naming conventions, each read
+      as a file;
+    - a path that can only be local and does not exist: `FileNotFoundError`;
+    - anything else: a Hub dataset id (or a directory with a configuration ``name``), `datasets.load_dataset`.
+
+    Args:
+        source: the file, directory or Hub id.
+        split: the split of a directory or Hub dataset; None: its one split (one with several is refused).
+        name: the dataset configuration of a Hub id.
+
+    Raises:
+        DatasetFormatError: a file that cannot be read (named with its line), a directory without data files or
+            without ``split``, a Hub dataset that cannot be loaded, or several splits with ``split=None``. Raised
+            when the iteration reaches it.
+        FileNotFoundError: a local path that does not exist.
+    """
     path = Path(source).expanduser()
     if path.is_file():
         yield from _read_file(path)
@@ -395,6 +431,9 @@ def _records(source: str | os.PathLike, split: str, name: str | None) -> Iterato
     except Exception as exc:  # noqa: BLE001 - any failure of the Hub path gets one message naming the source
         raise DatasetFormatError(-1, "<source>", f"no local file or directory has this name, and loading it as a "
                                  f"Hub dataset failed: {exc}", os.fspath(source)) from exc
+    if split is None:
+        split = _one_split(list(table), os.fspath(source))
+        table = table[split]
     for i, record in enumerate(table):
         yield f"{source} ({split} split), row {i}", record
 
@@ -428,7 +467,7 @@ def load_rows(source: str | os.PathLike, split: str = "train", name: str | None 
     if on_unverifiable not in ("soft", "error"):
         raise ValueError(f"on_unverifiable must be 'soft' or 'error', got {on_unverifiable!r}")
     rows, locations = [], []
-    for index, (location, record) in enumerate(_records(source, split, name)):
+    for index, (location, record) in enumerate(read_source(source, split, name)):
         try:
             rows.append(normalize_row(record, index, on_unverifiable))
         except DatasetFormatError as exc:

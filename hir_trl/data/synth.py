@@ -75,7 +75,7 @@ from ..verifiers import FAMILIES, ifeval, iftrain, import_verifier_modules, regi
 from ..verifiers import is_known as _is_known
 from ..verifiers.registry import VerifierModuleError
 from .chat import last_user_text
-from .jsonfiles import read_json, read_jsonl
+from .loading import read_source
 from .templates import join_instruction
 
 logger = logging.getLogger(__name__)
@@ -839,33 +839,20 @@ def prompt_of(row: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _read_rows(source: str, split: str, name: str | None) -> Iterable[Mapping[str, Any]]:
-    path = Path(source)
-    if path.suffix in (".json", ".jsonl", ".parquet") and not path.is_dir():
-        if not path.exists():
-            raise FileNotFoundError(f"dataset file {path} does not exist")
-        if path.suffix in (".json", ".jsonl"):
-            return [row for _, row in (read_json(path) if path.suffix == ".json" else read_jsonl(path))]
-        import datasets
-
-        return datasets.Dataset.from_parquet(str(path))
-    import datasets
-
-    return datasets.load_dataset(str(source), name=name, split=split)
-
-
 def read_prompts(source: str, split: str = "train", name: str | None = None,
                  max_rows: int | None = None) -> list[str]:
-    """Read the task texts of ``source`` (a Hub dataset id or a local .json/.jsonl/.parquet file).
+    """Read the task texts of ``source``: a Hub dataset id, a local .json/.jsonl/.parquet file or a dataset directory
+    (`hir_trl.data.loading.read_source`).
 
     Each row needs a ``prompt`` (a string, or chat messages: the last user turn is taken) or ``messages``
     column; HIR-16K rows give their ``extra_info.question``. Rows with an empty prompt are skipped (logged).
 
     Raises:
-        ValueError: a row without any prompt column; FileNotFoundError: a missing local file.
+        ValueError: a row without any prompt column; DatasetFormatError (a ValueError): a source that cannot be read,
+            named with its file and line; FileNotFoundError: a missing local file.
     """
     prompts, skipped = [], 0
-    for index, row in enumerate(_read_rows(source, split, name)):
+    for index, (_, row) in enumerate(read_source(source, split, name)):
         if max_rows is not None and len(prompts) >= max_rows:
             break
         text = prompt_of(row) if isinstance(row, Mapping) else None

@@ -41,7 +41,7 @@ from typing import Any
 
 from .. import verifiers
 from ..data.chat import instruction_text
-from ..data.jsonfiles import JSONFileError, read_records
+from ..data.loading import DatasetFormatError, load_rows, read_source
 from ..verifiers import ifbench, ifeval
 from ..verifiers.registry import own_loose_check, registered_families, registered_id
 
@@ -146,11 +146,11 @@ class Benchmark:
 
 
 def _read_records(path: Path) -> list[Any]:
-    """The raw rows of a JSON Lines file, or of a JSON file holding a list (or ``{"data": [...]}``); see
-    `hir_trl.jsonfiles.read_records`."""
+    """The raw rows of a benchmark file (a ``.jsonl`` file, a ``.json`` file holding a list or ``{"data": [...]}``,
+    or a ``.parquet`` file), read by `hir_trl.data.loading.read_source`."""
     try:
-        return [record for _, record in read_records(path)]
-    except JSONFileError as exc:
+        return [record for _, record in read_source(path)]
+    except DatasetFormatError as exc:
         raise BenchmarkFormatError(str(exc)) from None
 
 
@@ -284,8 +284,6 @@ def _hir_category(family: str | None, instruction_id: str | None) -> str:
 
 
 def _hir_rows(path: str, split: str, name: str | None) -> list[EvalRow]:
-    from ..data.loading import load_rows
-
     rows = []
     for row in load_rows(path, split=split, name=name, on_unverifiable="soft"):
         constraints = []
@@ -314,8 +312,8 @@ PUBLIC_BENCHMARKS: dict[str, str] = {"ifeval": "google/IFEval", "ifbench": "alle
 
 
 def public_records(dataset: str | os.PathLike) -> list[dict[str, Any]]:
-    """The rows of a benchmark's dataset, read with `datasets.load_dataset` (a Hub id, cached by `datasets`; or a
-    local folder holding the same files): its one split.
+    """The rows of a benchmark's dataset, a Hub id (read with `datasets.load_dataset`, cached by `datasets`) or a
+    local folder holding the same files: its one split (`hir_trl.data.loading.read_source` with ``split=None``).
 
     The Arrow table gives every row's ``kwargs`` the union of all rows' keys, the missing ones None; those are
     dropped again (as IFEval's own scorer drops them), so the rows hold what the released JSON Lines file holds.
@@ -324,17 +322,12 @@ def public_records(dataset: str | os.PathLike) -> list[dict[str, Any]]:
         BenchmarkFormatError: the dataset cannot be read (offline with no cached copy, a wrong id), or holds more
             than one split.
     """
-    import datasets
-
     try:
-        splits = datasets.load_dataset(str(dataset))
-    except Exception as exc:  # noqa: BLE001 - datasets raises many kinds; each is one line for the user
-        raise BenchmarkFormatError(f"cannot read the dataset {dataset}: {str(exc).splitlines()[0]}; without network "
+        table = [record for _, record in read_source(dataset, split=None)]
+    except (DatasetFormatError, FileNotFoundError) as exc:
+        detail = exc.detail if isinstance(exc, DatasetFormatError) else str(exc)
+        raise BenchmarkFormatError(f"cannot read the dataset {dataset}: {detail.splitlines()[0]}; without network "
                                    "access pass the benchmark's file instead") from None
-    if len(splits) != 1:
-        raise BenchmarkFormatError(f"the dataset {dataset} holds the splits {sorted(splits)}, expected one: pass the "
-                                   "benchmark's file instead")
-    table = next(iter(splits.values()))
     records = []
     for record in table:
         record = dict(record)
