@@ -112,11 +112,15 @@ def _training_texts(dataset) -> list[str]:
     return texts
 
 
+def _checkpoint_folders(folder: Path) -> list[Path]:
+    """The ``checkpoint-N`` folders of ``folder``, by N (the one glob of checkpoints)."""
+    found = [p for p in folder.glob("checkpoint-*") if p.name.split("-")[-1].isdigit() and p.is_dir()]
+    return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
+
+
 def _complete_checkpoints(output_dir: str) -> list[Path]:
     """The ``checkpoint-N`` folders of ``output_dir`` that were saved completely (have trainer_state.json), by N."""
-    folder = Path(output_dir)
-    found = [p for p in folder.glob("checkpoint-*") if p.name.split("-")[-1].isdigit() and p.is_dir()]
-    return sorted((p for p in found if (p / "trainer_state.json").is_file()), key=lambda p: int(p.name.split("-")[-1]))
+    return [p for p in _checkpoint_folders(Path(output_dir)) if (p / "trainer_state.json").is_file()]
 
 
 #: Largest torch file (zip format) whose every member's CRC is checked before resuming; larger ones are only opened.
@@ -205,11 +209,6 @@ _MODEL_FILES = re.compile(
     r"|(?:model|pytorch_model)\.(?:safetensors|bin)\.index\.json|merges\.txt|vocab\.txt|tokenizer\.model|README\.md")
 #: A HiR model card (`hir_trl.card.hir_card_section`): a README.md that is a run's output, not the user's.
 _CARD_MARK = "## HiR training"
-
-
-def _checkpoint_folders(folder: Path) -> list[Path]:
-    found = [p for p in folder.glob("checkpoint-*") if p.name.split("-")[-1].isdigit() and p.is_dir()]
-    return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
 
 
 def _previous_run(output_dir: str) -> list[str]:
