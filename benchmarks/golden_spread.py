@@ -31,7 +31,7 @@ import torch
 import tests.test_step_golden as golden
 from hir_trl import load_hir_dataset
 from hir_trl.models.tiny import build_tiny_model
-from tests.conftest import SAMPLE_DATA
+from tests.testing_utils import SAMPLE_DATA
 golden.THREADS = int(sys.argv[1])
 dataset = load_hir_dataset(SAMPLE_DATA)
 tmp = Path(tempfile.mkdtemp())

@@ -1,57 +1,28 @@
-"""Shared fixtures: the real data beside the project (../shared/data) and a tiny local model."""
+"""Shared fixtures: the real sample data and a tiny local model (their bodies: tests/testing_utils.py), and the
+verifier registry's clean-up."""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
+from .testing_utils import build_tiny_model, load_sample_dataset
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
-SAMPLE_DATA = REPO_ROOT / "recipes" / "tiny" / "data" / "muldimif_listing_sample.jsonl"
-
-
-def shared_file(relative: str) -> Path:
-    """Path of a file in ../shared/data, or skip the test when it is absent (a user's copy has none)."""
-    path = SHARED_DATA / relative
-    if not path.exists():
-        pytest.skip(f"{path} is absent: the real benchmark data lives beside the project only in development/CI")
-    return path
 
 
 @pytest.fixture(scope="session")
 def sample_dataset():
     """The real MulDimIF rows shipped with the tiny recipe, normalized."""
-    from hir_trl import load_hir_dataset
-
-    return load_hir_dataset(SAMPLE_DATA)
+    return load_sample_dataset()
 
 
 @pytest.fixture(scope="session")
 def tiny_model_path(tmp_path_factory, sample_dataset):
     """A random-init tiny Qwen2 model with a tokenizer trained on the sample data."""
-    from hir_trl.models.tiny import build_tiny_model
-
-    texts = [m["content"] for row in sample_dataset for m in row["prompt"]]
-    texts += [c["text"] for row in sample_dataset for c in row["constraints"]]
-    return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), texts, vocab_size=1024)
-
-
-def require(module: str):
-    """Import a test-only oracle or optional dependency (lm-eval, matplotlib, ...).
-
-    Outside CI a missing one skips the test with the reason; under CI (``CI`` set, as `.ci/run` runs) it is an
-    error, because the dev extra installs them and a skip would hide a broken install.
-    """
-    import importlib
-
-    if os.environ.get("CI"):
-        return importlib.import_module(module)
-    return pytest.importorskip(module)
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), sample_dataset)
 
 
 @pytest.fixture

@@ -2,12 +2,11 @@
 
 import json
 import re
-from pathlib import Path
 
 from hir_trl.cli.console import step_line
 from hir_trl.cli.main import main
 
-TINY_RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "tiny" / "hir" / "config_cpu.yaml"
+from .testing_utils import TINY_RECIPE
 
 
 def test_step_line_names_step_ila_cla_replays_and_seconds():

@@ -37,9 +37,14 @@ from hir_trl.evaluation.benchmarks import BenchmarkFormatError, detect_format
 from hir_trl.evaluation.generation import choose_backend
 from hir_trl.verifiers import Verdict, sentence_backend
 
-from .conftest import require, shared_file
-from .verifiers.official import load_lm_eval
-from .verifiers.test_ifeval import generate_text, oracle_is_deterministic, targeted_responses
+from .testing_utils import (
+    generate_text,
+    load_lm_eval,
+    oracle_is_deterministic,
+    require,
+    shared_file,
+    targeted_responses,
+)
 
 IFEVAL = "ifeval/input_data.jsonl"
 IFBENCH = "ifbench/IFBench_test.jsonl"

@@ -14,7 +14,7 @@ from hir_trl.step.batch import NewRow, loss_mask
 from hir_trl.step.log import replay_ratio_counts
 from hir_trl.step.loss_weighting import REPLAY_MASK, paper_advantage_scale, paper_row_weights, prepare_loss_batch
 
-from .test_trainer import make_args, spy_generation
+from .testing_utils import make_args, spy_generation
 
 M, K = 6, 2
 

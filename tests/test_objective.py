@@ -12,7 +12,7 @@ from trl import GRPOConfig, GRPOTrainer
 from hir_trl import ConstraintReward, HiRTrainer
 from hir_trl.step.replay import allocate_shortfall, select_replays
 
-from .test_trainer import make_args, spy_generation
+from .testing_utils import make_args, spy_generation
 
 M, K = 6, 2
 

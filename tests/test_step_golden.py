@@ -40,7 +40,7 @@ import torch
 
 from hir_trl import HiRTrainer
 
-from .test_trainer import make_args
+from .testing_utils import make_args
 
 GOLDEN = Path(__file__).parent / "data" / "step_golden.json"
 #: The torch release (no local build label) that wrote the record, and the one running.

@@ -27,10 +27,9 @@ from hir_trl.data.synth import (
 from hir_trl.data.templates import join_instruction
 from hir_trl.verifiers import FAMILIES, ifeval, iftrain
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+from .testing_utils import SHARED_DATA, TINY_RECIPE
+
 TYPE3_ROWS = SHARED_DATA / "hir16k_format" / "muldimif_listing_type3.jsonl"
-TINY_RECIPE = REPO_ROOT / "recipes" / "tiny" / "hir" / "config_cpu.yaml"
 
 PROMPTS = [
     "Write a short story about a lighthouse keeper.",

@@ -13,44 +13,7 @@ from hir_trl import ConstraintReward, HiRConfig, HiRTrainer
 from hir_trl.data.templates import join_instruction
 from hir_trl.trainer import check_batch_layout
 
-
-def make_args(tmp_path, **overrides):
-    # The random tiny model never emits EOS, so its completions can be replayed only with
-    # replay_truncated_completions; the batch-surgery tests check the paper's group advantage, while the default
-    # 'positive' advantage has tests of its own (test_objective.py); likewise the paper's supplementary samples
-    # (replay_shortfall 'resample') against the default 'pad'.
-    values = dict(output_dir=str(tmp_path / "out"), per_device_train_batch_size=12, max_steps=1,
-                  max_completion_length=16, bf16=False, use_cpu=True, gradient_checkpointing=False,
-                  report_to="none", logging_steps=1, save_strategy="no", seed=0, learning_rate=1e-4,
-                  replay_truncated_completions=True, replay_advantage="group", replay_shortfall="resample")
-    values.update(overrides)
-    return HiRConfig(**values)
-
-
-def spy_generation(trainer, own_logps=True):
-    """Record (inputs, extended output, last_replay) of every generation batch."""
-    calls = []
-    original = trainer._generate_and_score_completions
-
-    def spy(inputs):
-        out = original(inputs)
-        # log-probs of every row's completion under its own prompt, with the policy that generated them
-        if own_logps:
-            out = {**out, "own_logps": logps(trainer, out["prompt_ids"], out["prompt_mask"], out["completion_ids"],
-                                             out["completion_mask"])}
-        calls.append((list(inputs), out, trainer.last_replay))
-        return {k: v for k, v in out.items() if k != "own_logps"}
-
-    trainer._generate_and_score_completions = spy
-    return calls
-
-
-def logps(trainer, prompt_ids, prompt_mask, completion_ids, completion_mask):
-    with torch.no_grad():
-        out, _, _ = trainer._get_per_token_logps_and_entropies(
-            trainer.model, torch.cat([prompt_ids, completion_ids], 1), torch.cat([prompt_mask, completion_mask], 1),
-            completion_ids.size(1))
-    return out
+from .testing_utils import make_args, spy_generation
 
 
 @pytest.fixture

@@ -20,53 +20,18 @@ from hir_trl.cli.main import main
 from hir_trl.configs import HiRScriptArguments, field_type_problem
 from hir_trl.data.loading import DatasetFormatError
 
-from .conftest import REPO_ROOT, SAMPLE_DATA
+from .testing_utils import (
+    NATIVE,
+    SAMPLE_DATA,
+    TINY_RECIPE,
+    assert_nothing_written,
+    assert_one_line_error,
+    native,
+    train,
+    write_rows,
+)
 
-TINY_RECIPE = REPO_ROOT / "recipes" / "tiny" / "hir" / "config_cpu.yaml"
-
-NATIVE = {"id": "n-0", "task": "Write a haiku about rain.",
-          "constraints": [{"text": "Do not use any commas.", "family": "ifeval", "instruction_id": "punctuation:no_comma"},
-                          {"text": "Use at most 20 words.", "family": "ifeval",
-                           "instruction_id": "length_constraints:number_words",
-                           "kwargs": {"relation": "less than", "num_words": 21}}]}
 HIR_ROW = json.loads(SAMPLE_DATA.read_text().splitlines()[0])
-
-
-def write_rows(path, rows, blank_before=()):
-    """One JSON object per line; an empty line before the rows whose index is in ``blank_before``."""
-    lines = []
-    for i, row in enumerate(rows):
-        if i in blank_before:
-            lines.append("")
-        lines.append(row if isinstance(row, str) else json.dumps(row))
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-def train(tmp_path, capsys, *argv, recipe=TINY_RECIPE):
-    """Run ``hir-trl train`` on the tiny recipe with its outputs under ``tmp_path``; (status, stdout, stderr)."""
-    code = main(["train", "--config", str(recipe), "--output_dir", str(tmp_path / "out"), "--model_name_or_path",
-                 str(tmp_path / "model"), *map(str, argv)])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def assert_one_line_error(code, out, err, *fragments):
-    assert code == 2, (code, err)
-    assert err.startswith("hir-trl train: error: ") and err.count("\n") == 1, err
-    assert "Traceback" not in err and not out
-    for fragment in fragments:
-        assert fragment in err, (fragment, err)
-
-
-def assert_nothing_written(tmp_path):
-    assert not (tmp_path / "out").exists() and not (tmp_path / "model").exists()
-
-
-def native(**changes):
-    row = copy.deepcopy(NATIVE)
-    row.update(changes)
-    return row
 
 
 # ---------------------------------------------------------------------------------------------- data

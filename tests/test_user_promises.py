@@ -32,17 +32,17 @@ from hir_trl.cli.main import check_output_dir, main, optimizer_restart_note, pru
 from hir_trl.guards import NonFiniteTrainingError, RewardFunctionError, check_rewards
 from hir_trl.verifiers import FAMILIES, verify_constraint
 
-from .conftest import SAMPLE_DATA
-from .test_user_errors import TINY_RECIPE, assert_nothing_written, assert_one_line_error, native, write_rows
+from .testing_utils import (
+    SAMPLE_DATA,
+    TINY_RECIPE,
+    assert_nothing_written,
+    assert_one_line_error,
+    native,
+    train,
+    write_rows,
+)
 
 SECRET = "Zq8vR2kLmN4pXw7Ty3Hb"  # a made-up key: it must never appear in an error, a card or a file
-
-
-def train(tmp_path, capsys, *argv, recipe=TINY_RECIPE):
-    code = main(["train", "--config", str(recipe), "--output_dir", str(tmp_path / "out"), "--model_name_or_path",
-                 str(tmp_path / "model"), *map(str, argv)])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 pytestmark = pytest.mark.usefixtures("clean_registry")  # registrations are process-wide (tests/conftest.py)

@@ -1,3 +1,18 @@
-"""The harness tests share the suite's fixtures (the tiny model, the sample data, `shared_file`, `require`)."""
+"""The harness tests' fixtures: the suite's tiny local model (tests/testing_utils.py builds it, as for tests/)."""
 
-from tests.conftest import SAMPLE_DATA, require, sample_dataset, shared_file, tiny_model_path  # noqa: F401
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.testing_utils import build_tiny_model, load_sample_dataset
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_path(tmp_path_factory):
+    """A random-init tiny Qwen2 model with a tokenizer trained on the tiny recipe's sample data."""
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), load_sample_dataset())

@@ -21,7 +21,7 @@ from benchmarks.learning.real_task import (
     split_tasks,
 )
 from hir_trl.verifiers import FAMILIES
-from tests.conftest import SAMPLE_DATA, shared_file
+from tests.testing_utils import SAMPLE_DATA, shared_file
 
 TASKS = [f"Describe the history of the {w} in a few sentences." for w in
          ("bridge", "castle", "harbor", "market", "museum", "river", "school", "garden", "forest", "island", "valley",

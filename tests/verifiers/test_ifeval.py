@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import json
 import random
-import string
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -28,9 +26,20 @@ from hir_trl.verifiers import ifeval, verify_constraint
 from hir_trl.verifiers.base import Checker
 from hir_trl.verifiers.text import count_sentences, count_words
 
-from .official import load_lm_eval
+from ..testing_utils import (
+    ENGLISH,
+    FRENCH,
+    IFEVAL_EXAMPLE_KWARGS,
+    SHARED_DATA,
+    TEXT_FRAGMENTS,
+    TEXT_SEPARATORS,
+    TEXT_WORDS,
+    generate_text,
+    load_lm_eval,
+    oracle_is_deterministic,
+    targeted_responses,
+)
 
-SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 IFEVAL_DATA = SHARED_DATA / "ifeval" / "input_data.jsonl"
 
 ALL_IDS = [
@@ -62,55 +71,6 @@ ALL_IDS = [
 ]
 
 SENTENCES_ID = "length_constraints:number_sentences"
-
-#: Valid kwargs for every id (all non-falsy, so lm-eval's ``if v`` filter keeps them).
-EXAMPLE_KWARGS: dict[str, dict] = {
-    "keywords:existence": {"keywords": ["love", "story"]},
-    "keywords:frequency": {"keyword": "love", "frequency": 2, "relation": "at least"},
-    "keywords:forbidden_words": {"forbidden_words": ["love", "bad"]},
-    "keywords:letter_frequency": {"letter": "e", "let_frequency": 6, "let_relation": "less than"},
-    "language:response_language": {"language": "fr"},
-    "length_constraints:number_sentences": {"num_sentences": 3, "relation": "at least"},
-    "length_constraints:number_paragraphs": {"num_paragraphs": 2},
-    "length_constraints:number_words": {"num_words": 12, "relation": "less than"},
-    "length_constraints:nth_paragraph_first_word": {"num_paragraphs": 2, "nth_paragraph": 2, "first_word": "love"},
-    "detectable_content:number_placeholders": {"num_placeholders": 2},
-    "detectable_content:postscript": {"postscript_marker": "P.S."},
-    "detectable_format:number_bullet_lists": {"num_bullets": 2},
-    "detectable_format:constrained_response": {},
-    "detectable_format:number_highlighted_sections": {"num_highlights": 2},
-    "detectable_format:multiple_sections": {"section_spliter": "Section", "num_sections": 2},
-    "detectable_format:json_format": {},
-    "detectable_format:title": {},
-    "combination:two_responses": {},
-    "combination:repeat_prompt": {"prompt_to_repeat": "Write a love story."},
-    "startend:end_checker": {"end_phrase": "Any other questions?"},
-    "change_case:capital_word_frequency": {"capital_frequency": 2, "capital_relation": "at least"},
-    "change_case:english_capital": {},
-    "change_case:english_lowercase": {},
-    "punctuation:no_comma": {},
-    "startend:quotation": {},
-}
-
-FRENCH = "Je voudrais vous raconter une histoire sur mon voyage en France avec ma famille l'année dernière."
-ENGLISH = "I would like to tell you a story about my trip to France with my family last year."
-SAMPLE_LANGUAGE_TEXTS = {
-    "fr": FRENCH,
-    "en": ENGLISH,
-    "es": "Me gustaría contarte una historia sobre mi viaje a Francia con mi familia el año pasado.",
-    "de": "Ich möchte dir eine Geschichte über meine Reise nach Frankreich mit meiner Familie erzählen.",
-    "it": "Vorrei raccontarti una storia sul mio viaggio in Francia con la mia famiglia l'anno scorso.",
-    "pt": "Eu gostaria de contar uma história sobre a minha viagem à França com a minha família.",
-    "ru": "Я хотел бы рассказать вам историю о моей поездке во Францию с семьёй в прошлом году.",
-    "bg": "Бих искал да ви разкажа история за моето пътуване до Франция със семейството ми.",
-    "hi": "मैं आपको पिछले साल अपने परिवार के साथ फ्रांस की यात्रा के बारे में एक कहानी सुनाना चाहता हूँ।",
-    "ar": "أود أن أحكي لكم قصة عن رحلتي إلى فرنسا مع عائلتي في العام الماضي.",
-    "ko": "작년에 가족과 함께 프랑스로 여행을 갔던 이야기를 들려드리고 싶습니다.",
-    "vi": "Tôi muốn kể cho bạn nghe một câu chuyện về chuyến đi của tôi đến Pháp cùng gia đình năm ngoái.",
-    "fi": "Haluaisin kertoa sinulle tarinan matkastani Ranskaan perheeni kanssa viime vuonna.",
-    "sw": "Ningependa kukusimulia hadithi kuhusu safari yangu ya kwenda Ufaransa pamoja na familia yangu.",
-    "th": "ฉันอยากจะเล่าเรื่องการเดินทางไปฝรั่งเศสกับครอบครัวของฉันเมื่อปีที่แล้วให้คุณฟัง",
-}
 
 
 def _load_rows() -> list[dict]:
@@ -144,12 +104,6 @@ def oracle_description(lm, instruction_id: str, kwargs: dict) -> str:
     return lm.registry.INSTRUCTION_DICT[instruction_id](instruction_id).build_description(**kwargs)
 
 
-def oracle_is_deterministic(instruction_id: str, kwargs: dict) -> bool:
-    """False where lm-eval would pick random kwargs (we raise or, for ``letter``, accept any character)."""
-    letter = kwargs.get("letter")
-    return not (instruction_id == "keywords:letter_frequency" and not (letter and letter in string.ascii_letters))
-
-
 # --------------------------------------------------------------------------------------------------
 # Registry and interface
 # --------------------------------------------------------------------------------------------------
@@ -170,7 +124,7 @@ def test_registry_matches_lm_eval(lm):
 
 
 def test_arg_names_match_lm_eval(lm):
-    for instruction_id, kwargs in EXAMPLE_KWARGS.items():
+    for instruction_id, kwargs in IFEVAL_EXAMPLE_KWARGS.items():
         official = lm.registry.INSTRUCTION_DICT[instruction_id](instruction_id)
         official.build_description(**kwargs)
         assert sorted(ifeval.REGISTRY[instruction_id].arg_names) == sorted(official.get_instruction_args_keys())
@@ -393,12 +347,12 @@ def test_descriptions_exact_text():
         "Your response must have 2 sections. Mark the beginning of each section with Day X, such as:\n"
         "Day 1\n[content of section 1]\nDay 2\n[content of section 2]"
     )
-    for instruction_id, kwargs in EXAMPLE_KWARGS.items():
+    for instruction_id, kwargs in IFEVAL_EXAMPLE_KWARGS.items():
         assert describe(instruction_id, kwargs).strip()
 
 
 def test_descriptions_match_lm_eval_for_examples_and_hand_cases(lm):
-    cases = list(EXAMPLE_KWARGS.items()) + [(case[0], case[1]) for case in HAND_CASES]
+    cases = list(IFEVAL_EXAMPLE_KWARGS.items()) + [(case[0], case[1]) for case in HAND_CASES]
     for instruction_id, kwargs in cases:
         if oracle_is_deterministic(instruction_id, kwargs):
             ours = ifeval.build_checker(instruction_id, kwargs).build_description()
@@ -430,7 +384,7 @@ def test_unknown_id_raises_key_error_naming_it():
 
 REQUIRED_ARGS = [
     (instruction_id, name)
-    for instruction_id, kwargs in EXAMPLE_KWARGS.items()
+    for instruction_id, kwargs in IFEVAL_EXAMPLE_KWARGS.items()
     if instruction_id != "combination:repeat_prompt"
     for name in kwargs
 ]
@@ -438,7 +392,7 @@ REQUIRED_ARGS = [
 
 @pytest.mark.parametrize(("instruction_id", "name"), REQUIRED_ARGS)
 def test_missing_required_kwarg_raises_value_error_naming_it(instruction_id, name):
-    kwargs = {key: value for key, value in EXAMPLE_KWARGS[instruction_id].items() if key != name}
+    kwargs = {key: value for key, value in IFEVAL_EXAMPLE_KWARGS[instruction_id].items() if key != name}
     with pytest.raises(ValueError, match=name):
         ifeval.check(instruction_id, kwargs, "Some response text.")
     with pytest.raises(ValueError, match=name):  # a None value is dropped, so it is missing too
@@ -485,18 +439,18 @@ def test_missing_required_kwarg_raises_value_error_naming_it(instruction_id, nam
 )
 def test_bad_kwarg_raises_value_error_naming_it(instruction_id, bad, name):
     with pytest.raises(ValueError, match=name):
-        ifeval.check(instruction_id, {**EXAMPLE_KWARGS[instruction_id], **bad}, "Some response text.", "Prompt.")
+        ifeval.check(instruction_id, {**IFEVAL_EXAMPLE_KWARGS[instruction_id], **bad}, "Some response text.", "Prompt.")
 
 
 @pytest.mark.parametrize("instruction_id", ALL_IDS)
 def test_unexpected_kwarg_raises_type_error(instruction_id):
     with pytest.raises(TypeError, match="surprise"):
-        ifeval.check(instruction_id, {**EXAMPLE_KWARGS[instruction_id], "surprise": 1}, "Text.")
+        ifeval.check(instruction_id, {**IFEVAL_EXAMPLE_KWARGS[instruction_id], "surprise": 1}, "Text.")
 
 
 @pytest.mark.parametrize("instruction_id", ALL_IDS)
 def test_empty_response_fails(instruction_id):
-    kwargs = EXAMPLE_KWARGS[instruction_id]
+    kwargs = IFEVAL_EXAMPLE_KWARGS[instruction_id]
     for response in ("", "   ", "\n\t\n"):
         assert ifeval.check(instruction_id, kwargs, response, "Prompt.") is False
         assert ifeval.check_loose(instruction_id, kwargs, response, "Prompt.") is False
@@ -602,233 +556,8 @@ def test_check_loose_accepts_what_strict_rejects():
 
 
 # --------------------------------------------------------------------------------------------------
-# Differential tests against lm-eval
+# Differential tests against lm-eval (the generated texts: tests/testing_utils.py)
 # --------------------------------------------------------------------------------------------------
-
-_WORDS = (
-    "the a love story life dog cat house river money time people world history music science happy "
-    "important day night city letter friend water food travel school work team plan idea answer"
-).split()
-_FRAGMENTS = [
-    "*",
-    "**",
-    "***",
-    "******",
-    "\n",
-    "\n\n",
-    "\n***\n",
-    ",",
-    ", ",
-    ".",
-    "!",
-    "?",
-    '"',
-    "'",
-    "-",
-    "- ",
-    "* ",
-    "[name]",
-    "[]",
-    "[ address ]",
-    "<<A Title>>",
-    "<< >>",
-    "<<>>",
-    "<<",
-    ">>",
-    "P.S.",
-    "P.P.S",
-    "p. s.",
-    "PS",
-    "Section 1",
-    "SECTION 2",
-    "Section 3",
-    "Section4",
-    "SECTION\t5",
-    "Day 1",
-    "PARAGRAPH 4",
-    "My answer is yes.",
-    "My answer is no.",
-    "```json",
-    "```",
-    "{",
-    "}",
-    '{"key": "value"}',
-    "[1, 2]",
-    "Any other questions?",
-    "love",
-    "LOVE",
-    "Love",
-    "don't",
-    "DON'T",
-    "U.S.A.",
-    "e.g.",
-    "Mr. Smith",
-    "3.14",
-    "...",
-    "\t",
-    "  ",
-    "ñ",
-    "é",
-    "ß",
-    "ς",
-    "İ",
-]
-
-
-def _sentence(rng: random.Random, pool: list[str]) -> str:
-    words = [rng.choice(_WORDS + pool) for _ in range(rng.randint(1, 9))]
-    style = rng.random()
-    if style < 0.15:
-        words = [w.upper() for w in words]
-    elif style < 0.3:
-        words = [w.capitalize() for w in words]
-    elif style < 0.4:
-        words = [w.lower() for w in words]
-    else:
-        words[0] = words[0].capitalize()
-    if rng.random() < 0.3 and len(words) > 2:
-        words.insert(rng.randint(1, len(words) - 1), ",")
-    return " ".join(words).replace(" ,", ",") + rng.choice([".", ".", "!", "?", "", ":"])
-
-
-def _block(rng: random.Random, pool: list[str]) -> str:
-    kind = rng.randrange(14)
-    if kind == 0:
-        return f"*{_sentence(rng, pool)}*"
-    if kind == 1:
-        return f"**{_sentence(rng, pool)}**"
-    if kind == 2:
-        bullet = rng.choice(["* ", "- ", "  * ", "*", "-", "** "])
-        return "\n".join(bullet + _sentence(rng, pool) for _ in range(rng.randint(1, 4)))
-    if kind == 3:
-        payload = json.dumps({rng.choice(_WORDS): _sentence(rng, pool), "n": rng.randint(0, 9)})
-        fence = rng.choice(["```json", "```Json", "```JSON", "```", "``` json"])
-        return rng.choice([payload, f"{fence}\n{payload}\n```", f"{fence}{payload}```", payload[:-1]])
-    if kind == 4:
-        return f"{rng.choice(['P.S.', 'P.P.S', 'p.s.', 'P. S.', 'PS:'])} {_sentence(rng, pool)}"
-    if kind == 5:
-        return f"[{rng.choice(_WORDS + [''])}]"
-    if kind == 6:
-        return f"<<{rng.choice(['', ' ', _sentence(rng, pool)])}>>"
-    if kind == 7:
-        marker = rng.choice(["Section", "SECTION", "Day", "PARAGRAPH"]) + rng.choice([" ", "", "  "])
-        return f"{marker}{rng.randint(1, 5)}\n{_sentence(rng, pool)}"
-    if kind == 8:
-        return rng.choice(list(SAMPLE_LANGUAGE_TEXTS.values()))
-    if kind == 9:
-        return rng.choice(ifeval.CONSTRAINED_RESPONSE_OPTIONS)
-    if kind == 10:
-        return rng.choice(_FRAGMENTS)
-    if kind == 11 and pool:
-        return rng.choice(pool)
-    return _sentence(rng, pool)
-
-
-_SEPARATORS = [" ", " ", "\n", "\n\n", "\n***\n", " *** ", "\n******\n", "", "\n\n\n"]
-
-
-def generate_text(rng: random.Random, pool: list[str] | None = None) -> str:
-    """A varied random text: sentences, highlights, bullets, JSON, postscripts, dividers, titles..."""
-    pool = pool or []
-    parts = [_block(rng, pool) for _ in range(rng.randint(1, 8))]
-    text = parts[0]
-    for part in parts[1:]:
-        text += rng.choice(_SEPARATORS) + part
-    transform = rng.random()
-    if transform < 0.1:
-        text = text.upper()
-    elif transform < 0.2:
-        text = text.lower()
-    elif transform < 0.27:
-        text = f'"{text}"'
-    elif transform < 0.32:
-        text = text.replace(",", "")
-    return text
-
-
-def _pool_for(kwargs: dict) -> list[str]:
-    pool = []
-    for name in ("keywords", "forbidden_words"):
-        pool += list(kwargs.get(name) or [])
-    for name in ("keyword", "end_phrase", "postscript_marker", "first_word", "letter"):
-        if kwargs.get(name):
-            pool.append(kwargs[name])
-    if kwargs.get("section_spliter"):
-        pool.append(f"{kwargs['section_spliter']} 1")
-    return pool
-
-
-def targeted_responses(instruction_id: str, kwargs: dict, prompt: str, rng: random.Random) -> list[str]:
-    """Responses on both sides of the constraint's boundary, plus generic and real texts."""
-    text = generate_text(rng, _pool_for(kwargs))
-    out = [prompt, prompt.upper(), prompt.lower(), text, generate_text(rng, _pool_for(kwargs))]
-
-    def around(n: int) -> list[int]:
-        return sorted({max(0, n - 1), n, n + 1})
-
-    if instruction_id == "length_constraints:number_words":
-        out += [" ".join(["word"] * k) for k in around(kwargs["num_words"])]
-    elif instruction_id == "detectable_content:number_placeholders":
-        out += [" ".join(["[x]"] * k) + " end" for k in around(kwargs["num_placeholders"])]
-    elif instruction_id == "detectable_format:number_bullet_lists":
-        out += ["Intro\n" + "\n".join(["* item"] * k) for k in around(kwargs["num_bullets"])]
-        out += ["\n".join(["- item"] * k) for k in around(kwargs["num_bullets"])]
-    elif instruction_id == "detectable_format:number_highlighted_sections":
-        out += [" and ".join(["*part*"] * k) + " done" for k in around(kwargs["num_highlights"])]
-    elif instruction_id == "detectable_format:multiple_sections":
-        spliter = kwargs["section_spliter"]
-        out += ["\n".join(f"{spliter} {i}\ntext" for i in range(1, k + 1)) for k in around(kwargs["num_sections"])]
-        out += [" ".join(f"{spliter}{i} text" for i in range(1, k + 1)) for k in around(kwargs["num_sections"])]
-    elif instruction_id == "length_constraints:number_paragraphs":
-        out += ["\n***\n".join([_sentence(rng, [])] * k) for k in around(kwargs["num_paragraphs"])]
-    elif instruction_id == "length_constraints:nth_paragraph_first_word":
-        n, nth, word = kwargs["num_paragraphs"], kwargs["nth_paragraph"], kwargs["first_word"]
-        for k in around(n):
-            paragraphs = [_sentence(rng, []) for _ in range(k)]
-            if nth <= k:
-                paragraphs[nth - 1] = f"{rng.choice([word, word.capitalize(), repr(word)])}, {paragraphs[nth - 1]}"
-            out.append("\n\n".join(paragraphs))
-            out.append(rng.choice(["\n\n", ""]) + rng.choice(["\n\n\n\n", "\n\n"]).join(paragraphs))
-    elif instruction_id == "keywords:frequency":
-        out += [" ".join([kwargs["keyword"]] * k) for k in around(kwargs["frequency"])]
-    elif instruction_id == "keywords:letter_frequency":
-        out += [kwargs["letter"] * k + " xyz" for k in around(kwargs["let_frequency"])]
-    elif instruction_id == "change_case:capital_word_frequency":
-        out += [" ".join(["WORD"] * k) + " word." for k in around(kwargs["capital_frequency"])]
-    elif instruction_id == "keywords:existence":
-        out += [" ".join(kwargs["keywords"]), " ".join(kwargs["keywords"][1:]) + " other"]
-    elif instruction_id == "keywords:forbidden_words":
-        out += [text + " " + kwargs["forbidden_words"][0].upper(), "nothing here to see"]
-    elif instruction_id == "startend:end_checker":
-        phrase = kwargs["end_phrase"]
-        out += [f"{text} {phrase}", f'"{text} {phrase.lower()}"', f"{text} {phrase} More.", f"{phrase}\n\n"]
-    elif instruction_id == "detectable_content:postscript":
-        marker = kwargs["postscript_marker"]
-        out += [f"{text}\n{marker} thanks", f"{text}\n{marker.lower().replace('.', '. ')} thanks"]
-    elif instruction_id == "combination:repeat_prompt":
-        request = kwargs["prompt_to_repeat"]
-        out += [f"{request}\n{text}", f"  {request.upper()} {text}", text, request[:-1]]
-    elif instruction_id == "language:response_language":
-        language = kwargs["language"]
-        out += [SAMPLE_LANGUAGE_TEXTS.get(language, FRENCH), ENGLISH, "12345 67"]
-    elif instruction_id in ("change_case:english_capital", "change_case:english_lowercase"):
-        out += [ENGLISH.upper(), ENGLISH.lower(), FRENCH.upper(), FRENCH.lower()]
-    elif instruction_id == "combination:two_responses":
-        out += [f"{text}\n******\nOther answer.", f"{text}\n******\n{text}"]
-    elif instruction_id == "startend:quotation":
-        out += [f'"{text}"', f'  "{prompt}"  ']
-    elif instruction_id == "detectable_format:json_format":
-        out += [
-            json.dumps({"answer": prompt}),
-            f"```{rng.choice(['JSON', 'Json', 'json', ''])}\n{json.dumps([text])}\n```",
-        ]
-    elif instruction_id == "detectable_format:title":
-        out += [f"<<{prompt[:20]}>>\n{text}"]
-    elif instruction_id == "detectable_format:constrained_response":
-        out += [rng.choice(ifeval.CONSTRAINED_RESPONSE_OPTIONS)]
-    elif instruction_id == "punctuation:no_comma":
-        out += [prompt.replace(",", "")]
-    return out
 
 
 def _comparable(instruction_id: str, kwargs: dict) -> bool:
@@ -869,7 +598,7 @@ def test_strict_agrees_with_lm_eval_on_generated_texts(lm):
         text = generate_text(rng, ["love", "story", "Any other questions?", "Write a love story."])
         if rng.random() < 0.1:
             text = prompt + " " + text
-        for instruction_id, kwargs in EXAMPLE_KWARGS.items():
+        for instruction_id, kwargs in IFEVAL_EXAMPLE_KWARGS.items():
             if _comparable(instruction_id, kwargs):
                 ours = ifeval.check(instruction_id, kwargs, text, prompt)
                 assert ours == oracle_strict(lm, instruction_id, kwargs, text, prompt), (instruction_id, text)
@@ -881,15 +610,15 @@ _ALPHABET = "aAzZ eE,.!?*-#\"'[]<>{}:\n\t0123456789ñéßÉ"
 @settings(max_examples=150, deadline=None)
 @given(
     pieces=st.lists(
-        st.one_of(st.sampled_from(_FRAGMENTS), st.text(alphabet=_ALPHABET, max_size=12), st.sampled_from(_WORDS)),
+        st.one_of(st.sampled_from(TEXT_FRAGMENTS), st.text(alphabet=_ALPHABET, max_size=12), st.sampled_from(TEXT_WORDS)),
         max_size=14,
     ),
-    separators=st.lists(st.sampled_from(_SEPARATORS), min_size=14, max_size=14),
+    separators=st.lists(st.sampled_from(TEXT_SEPARATORS), min_size=14, max_size=14),
 )
 def test_strict_and_loose_agree_with_lm_eval_hypothesis(lm, pieces, separators):
     text = "".join(piece + separator for piece, separator in zip(pieces, separators))
     prompt = "Write a love story."
-    for instruction_id, kwargs in EXAMPLE_KWARGS.items():
+    for instruction_id, kwargs in IFEVAL_EXAMPLE_KWARGS.items():
         if _comparable(instruction_id, kwargs):
             assert ifeval.check(instruction_id, kwargs, text, prompt) == oracle_strict(
                 lm, instruction_id, kwargs, text, prompt

@@ -15,6 +15,8 @@ from hir_trl.verifiers import ifbench, ifeval, iftrain, verify_constraint
 from hir_trl.verifiers.base import Checker
 from hir_trl.verifiers.iftrain import split_into_sentences
 
+from ..testing_utils import IFTRAIN_EXAMPLE_KWARGS, IFTRAIN_REQUEST
+
 ALL_IDS = [
     "copy:repeat_phrase",
     "copy:copy",
@@ -47,44 +49,9 @@ ALL_IDS = [
     "letters:letter_counting2",
 ]
 
-REQUEST = "Write a poem about the sea."
-
-#: Valid kwargs for every id.
-EXAMPLE_KWARGS: dict[str, dict] = {
-    "copy:repeat_phrase": {"phrase": "Dance like nobody is watching you", "small_n": 2},
-    "copy:copy": {"prompt_to_repeat": REQUEST},
-    "copy:copying_simple": {"prompt_to_repeat": REQUEST},
-    "copy:copying_multiple": {"prompt_to_repeat": REQUEST, "N": 2},
-    "new:copy_span_idx": {"prompt_to_repeat": REQUEST, "n_start": 8, "n_end": 12},
-    "detectable_format:sentence_hyphens": {},
-    "detectable_format:square_brackets": {},
-    "detectable_format:bigram_wrapping": {},
-    "keywords:no_adjacent_consecutive": {},
-    "keywords:word_once": {"keyword": "sea"},
-    "keywords:word_count_different_numbers": {"keyword": "sea", "frequency": 2, "relation": "at least"},
-    "keywords:exclude_word_harder": {"keyword": "poem"},
-    "keywords:palindrome": {},
-    "keywords:keyword_specific_position": {"keyword": "potato", "n": 2, "m": 3},
-    "keywords:start_end": {},
-    "paragraphs:paragraphs": {},
-    "paragraphs:paragraphs2": {},
-    "first_word:first_word_sent": {"first_word": "the"},
-    "first_word:first_word_answer": {"first_word": "hello"},
-    "last_word:last_word_sent": {"last_word": "today"},
-    "last_word:last_word_answer": {"last_word": "goodbye"},
-    "punctuation:punctuation_dot": {},
-    "punctuation:punctuation_exclamation": {},
-    "count:lowercase_counting": {"N": 3},
-    "count:counting_composition": {"n_sent": 2, "n_words": 3},
-    "count:count_unique": {},
-    "count:count_increment_word": {"keyword1": "sun", "keyword2": "moon"},
-    "letters:letter_counting": {"N": 10, "relation": "less than"},
-    "letters:letter_counting2": {"letter": "e", "let_frequency": 3, "let_relation": "at least"},
-}
-
 COMPOSITION = "I like cats. You like dogs.\n***\nWe eat food. They drink water.\n* * *\nBirds can fly. Fish can swim."
 
-#: (instruction id, kwargs or None for `EXAMPLE_KWARGS`, response, expected strict verdict).
+#: (instruction id, kwargs or None for `IFTRAIN_EXAMPLE_KWARGS`, response, expected strict verdict).
 CASES = [
     # copy:repeat_phrase - every occurrence changes exactly one inner word
     ("copy:repeat_phrase", None, "Dance like everybody is watching you. Then: Dance like nobody is seeing you.", True),
@@ -96,13 +63,13 @@ CASES = [
     # copy:copy / copying_simple - only the request, case-insensitive
     ("copy:copy", None, "write a poem about the sea.", True),
     ("copy:copy", None, "Write a poem about the sea. The sea is vast and blue.", False),
-    ("copy:copying_simple", None, f"  {REQUEST}\n", True),
-    ("copy:copying_simple", None, f"Sure! {REQUEST}", False),
+    ("copy:copying_simple", None, f"  {IFTRAIN_REQUEST}\n", True),
+    ("copy:copying_simple", None, f"Sure! {IFTRAIN_REQUEST}", False),
     # copy:copying_multiple - N copies separated by ******, nothing around them
-    ("copy:copying_multiple", None, f"{REQUEST}\n******\n{REQUEST}", True),
-    ("copy:copying_multiple", None, f"{REQUEST} ****** {REQUEST} ****** {REQUEST}", False),
-    ("copy:copying_multiple", None, f"******\n{REQUEST}\n******\n{REQUEST}", False),
-    # new:copy_span_idx - REQUEST[8:12] == "poem"
+    ("copy:copying_multiple", None, f"{IFTRAIN_REQUEST}\n******\n{IFTRAIN_REQUEST}", True),
+    ("copy:copying_multiple", None, f"{IFTRAIN_REQUEST} ****** {IFTRAIN_REQUEST} ****** {IFTRAIN_REQUEST}", False),
+    ("copy:copying_multiple", None, f"******\n{IFTRAIN_REQUEST}\n******\n{IFTRAIN_REQUEST}", False),
+    # new:copy_span_idx - IFTRAIN_REQUEST[8:12] == "poem"
     ("new:copy_span_idx", None, "poem", True),
     ("new:copy_span_idx", None, "Poem\n", True),
     ("new:copy_span_idx", None, "poem about", False),
@@ -235,7 +202,7 @@ def test_verdicts_go_through_the_ifbench_family():
 @pytest.mark.parametrize(("instruction_id", "kwargs", "response", "expected"), CASES,
                          ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_hand_written_case(instruction_id, kwargs, response, expected):
-    kwargs = EXAMPLE_KWARGS[instruction_id] if kwargs is None else kwargs
+    kwargs = IFTRAIN_EXAMPLE_KWARGS[instruction_id] if kwargs is None else kwargs
     assert strict(instruction_id, kwargs, response) is expected
 
 
@@ -297,11 +264,11 @@ DESCRIPTIONS = {
 def test_descriptions_exact_text():
     assert sorted(DESCRIPTIONS) == sorted(ALL_IDS)
     for instruction_id, text in DESCRIPTIONS.items():
-        assert iftrain.REGISTRY[instruction_id](**EXAMPLE_KWARGS[instruction_id]).build_description() == text
+        assert iftrain.REGISTRY[instruction_id](**IFTRAIN_EXAMPLE_KWARGS[instruction_id]).build_description() == text
 
 
 def test_letter_counting2_is_ifeval_letter_frequency():
-    kwargs = EXAMPLE_KWARGS["letters:letter_counting2"]
+    kwargs = IFTRAIN_EXAMPLE_KWARGS["letters:letter_counting2"]
     ours = iftrain.REGISTRY["letters:letter_counting2"](**kwargs)
     theirs = ifeval.REGISTRY["keywords:letter_frequency"](**kwargs)
     assert ours.build_description() == theirs.build_description()
@@ -309,12 +276,12 @@ def test_letter_counting2_is_ifeval_letter_frequency():
         assert ours.check_following(response) == theirs.check_following(response)
 
 
-MISSING = [(i, name) for i, kwargs in EXAMPLE_KWARGS.items() for name in kwargs]
+MISSING = [(i, name) for i, kwargs in IFTRAIN_EXAMPLE_KWARGS.items() for name in kwargs]
 
 
 @pytest.mark.parametrize(("instruction_id", "name"), MISSING, ids=[f"{i}-{n}" for i, n in MISSING])
 def test_missing_required_kwarg_raises_value_error_naming_it(instruction_id, name):
-    kwargs = {k: v for k, v in EXAMPLE_KWARGS[instruction_id].items() if k != name}
+    kwargs = {k: v for k, v in IFTRAIN_EXAMPLE_KWARGS[instruction_id].items() if k != name}
     with pytest.raises(ValueError, match=repr(name)):
         iftrain.REGISTRY[instruction_id](**kwargs)
     with pytest.raises(ValueError, match=repr(name)):  # None means missing too
@@ -348,13 +315,13 @@ BAD = [
 @pytest.mark.parametrize(("instruction_id", "bad", "name"), BAD, ids=[f"{i}-{n}" for i, _, n in BAD])
 def test_bad_kwarg_raises_value_error_naming_it(instruction_id, bad, name):
     with pytest.raises(ValueError, match=repr(name)):
-        iftrain.REGISTRY[instruction_id](**{**EXAMPLE_KWARGS[instruction_id], **bad})
+        iftrain.REGISTRY[instruction_id](**{**IFTRAIN_EXAMPLE_KWARGS[instruction_id], **bad})
 
 
 @pytest.mark.parametrize("instruction_id", ALL_IDS)
 def test_unexpected_kwarg_raises_type_error(instruction_id):
     with pytest.raises(TypeError, match="frobnicate"):
-        iftrain.REGISTRY[instruction_id](**EXAMPLE_KWARGS[instruction_id], frobnicate=1)
+        iftrain.REGISTRY[instruction_id](**IFTRAIN_EXAMPLE_KWARGS[instruction_id], frobnicate=1)
 
 
 def test_integral_floats_and_one_element_lists_are_accepted():
@@ -369,7 +336,7 @@ def test_integral_floats_and_one_element_lists_are_accepted():
 @pytest.mark.parametrize("instruction_id", ALL_IDS)
 def test_empty_response_fails(instruction_id):
     for response in ("", "   \n\t"):
-        assert strict(instruction_id, EXAMPLE_KWARGS[instruction_id], response) is False
+        assert strict(instruction_id, IFTRAIN_EXAMPLE_KWARGS[instruction_id], response) is False
 
 
 def test_none_kwargs_are_dropped():

@@ -18,10 +18,10 @@ import pytest
 from hir_trl.verifiers import muldimif, verify_constraint
 from hir_trl.verifiers.base import Checker
 
-SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+from ..testing_utils import SAMPLE_DATA, SHARED_DATA
+
 MULDIMIF_TEST = SHARED_DATA / "muldimif" / "test.json"
 HIR16K_TYPE3 = SHARED_DATA / "hir16k_format" / "muldimif_listing_type3.jsonl"
-TINY_SAMPLE = Path(__file__).resolve().parents[2] / "recipes" / "tiny" / "data" / "muldimif_listing_sample.jsonl"
 
 # The 36 (category, subcategory) pairs of MulDimIF's test.json, as instruction ids.
 DATA_IDS = [
@@ -118,7 +118,7 @@ def test_registry_matches_the_pairs_of_the_test_set():
     assert pairs == set(muldimif.REGISTRY)
 
 
-@pytest.mark.parametrize("path", [MULDIMIF_TEST, HIR16K_TYPE3, TINY_SAMPLE], ids=["test.json", "hir16k", "tiny"])
+@pytest.mark.parametrize("path", [MULDIMIF_TEST, HIR16K_TYPE3, SAMPLE_DATA], ids=["test.json", "hir16k", "tiny"])
 def test_every_real_requirement_parses(path):
     if not path.exists():
         pytest.skip(f"{path} is absent: the real data lives beside the project only in development")

@@ -16,9 +16,7 @@ from hir_trl.verifiers import FAMILIES, VerifierFamily, ifbench, ifeval, iftrain
 from hir_trl.verifiers.base import Checker
 from hir_trl.verifiers.family import loose_variants, strict_only
 
-from .test_ifbench import _KWARGS as IFBENCH_KWARGS
-from .test_ifeval import EXAMPLE_KWARGS as IFEVAL_KWARGS
-from .test_iftrain import EXAMPLE_KWARGS as IFTRAIN_KWARGS
+from ..testing_utils import IFEVAL_EXAMPLE_KWARGS, IFTRAIN_EXAMPLE_KWARGS, ifbench_example_kwargs
 
 #: One requirement that parses, per MulDimIF checker class (every id of the class shares it).
 MULDIMIF_REQUIREMENTS = {
@@ -55,8 +53,10 @@ def _kwargs(family: str, instruction_id: str) -> dict:
     if family == "muldimif":
         return _muldimif_kwargs(instruction_id)
     if family == "ifeval":
-        return IFEVAL_KWARGS[instruction_id]
-    return IFTRAIN_KWARGS[instruction_id] if instruction_id in iftrain.REGISTRY else IFBENCH_KWARGS[instruction_id]
+        return IFEVAL_EXAMPLE_KWARGS[instruction_id]
+    if instruction_id in iftrain.REGISTRY:
+        return IFTRAIN_EXAMPLE_KWARGS[instruction_id]
+    return ifbench_example_kwargs()[instruction_id]
 
 
 CONSTRAINTS = [(family, instruction_id) for family in FAMILIES for instruction_id in FAMILIES[family].REGISTRY]
