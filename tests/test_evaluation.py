@@ -831,6 +831,7 @@ def test_generate_with_a_missing_model_folder_is_one_line(tmp_path, capsys, two_
     missing = tmp_path / "runs" / "no-such-checkpoint"
     code, out, err = run_main(capsys, "generate", "--model", missing, "-b", bench, "-o", tmp_path / "gen")
     assert code == 2 and not out and err.count("\n") == 1, err
-    assert err == (f"hir-trl eval: error: --model {missing}: no such checkpoint folder (give a local model directory "
+    assert err == (f"hir-trl eval: error: --model_name_or_path {missing}: no such checkpoint folder (give a local model "
+                   "directory "
                    "or a Hub model id such as Qwen/Qwen2.5-7B-Instruct)\n")
     assert not (tmp_path / "gen").exists()

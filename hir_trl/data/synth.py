@@ -12,7 +12,10 @@ joined instruction as one user turn; ``reward_model.ground_truth`` a JSON string
 CLI (routed from ``hir-trl synth``)::
 
     hir-trl synth --dataset_name prompts.jsonl --output out.jsonl --num_constraints 3 --seed 0 \\
-        [--families ifeval ifbench] [--max_rows N] [--dataset_split train] [--dataset_config NAME]
+        [--families ifeval ifbench] [--dataset_max_rows N] [--dataset_train_split train] [--dataset_config NAME]
+
+Flags are snake_case as ``hir-trl train`` and TRL take them (kebab-case accepted too; ``--config FILE`` reads them
+from YAML), parsed by `SynthArguments`.
 
 Which ids are sampled
 ---------------------
@@ -56,7 +59,6 @@ Sampling is reproducible: one `random.Random(seed)` drives the id order, the kwa
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import logging
@@ -66,11 +68,11 @@ import random
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import one_line
+from ..errors import command_parser, one_line, parse_command
 from ..verifiers import FAMILIES, ifeval, iftrain, import_verifier_modules, registered_families
 from ..verifiers import is_known as _is_known
 from ..verifiers.registry import VerifierModuleError
@@ -886,44 +888,55 @@ def write_rows(rows: Sequence[Mapping[str, Any]], output: str | Path) -> Path:
     return path
 
 
-def make_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``hir-trl synth``."""
-    parser = argparse.ArgumentParser(
-        prog="hir-trl synth",
-        description="Attach random, verifiable, mutually compatible IFEval / IF-RLVR constraints to plain prompts "
-                    "and write HIR-16K-format rows (trainable with `hir-trl train --dataset_name OUTPUT`).",
-    )
-    parser.add_argument("--dataset_name", required=True,
-                        help="Hub dataset id or local .json/.jsonl/.parquet with a 'prompt' (string or chat "
-                             "messages) or 'messages' column")
-    parser.add_argument("--output", required=True, help="output file: .jsonl, .json or .parquet")
-    parser.add_argument("--num_constraints", type=int, default=3, help="constraints per prompt (default 3)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--families", nargs="+", default=["ifeval", "ifbench"], choices=_families(),
-                        help="verifier families to sample from (default: ifeval ifbench); a family of your own "
-                             "(hir_trl.register_verifier, imported with --verifier_modules) adds its ids that have "
-                             "a description")
-    parser.add_argument("--verifier_modules", nargs="+", default=None, metavar="MODULE",
-                        help="modules to import first, so that their register_verifier calls run (dotted names or "
-                             ".py files)")
-    parser.add_argument("--max_rows", type=int, default=None, help="use the first N prompts only")
-    parser.add_argument("--dataset_split", default="train", help="split of a Hub dataset (default train)")
-    parser.add_argument("--dataset_config", default=None, help="configuration name of a Hub dataset")
-    return parser
+@dataclass
+class SynthArguments:
+    """The options of ``hir-trl synth``, named as ``hir-trl train`` names the same things (``dataset_name``,
+    ``dataset_config``, ``dataset_train_split``, ``dataset_max_rows``, ``seed``, ``verifier_modules``); the former
+    ``--max_rows`` and ``--dataset_split`` are accepted too."""
+
+    dataset_name: str = field(metadata={
+        "help": "Hub dataset id or local .json/.jsonl/.parquet with a 'prompt' (string or chat messages) or "
+                "'messages' column"})
+    output: str = field(metadata={"help": "output file: .jsonl, .json or .parquet (never the input)"})
+    num_constraints: int = field(default=3, metadata={"help": "constraints per prompt (default 3)"})
+    seed: int = field(default=0, metadata={"help": "random seed (default 0)"})
+    families: list[str] = field(default_factory=lambda: ["ifeval", "ifbench"], metadata={
+        "help": "verifier families to sample from (default: ifeval ifbench); a family of your own "
+                "(hir_trl.register_verifier, imported with --verifier_modules) adds its ids that have a description"})
+    verifier_modules: list[str] | None = field(default=None, metadata={
+        "metavar": "MODULE",
+        "help": "modules to import first, so that their register_verifier calls run (dotted names or .py files)"})
+    dataset_max_rows: int | None = field(default=None, metadata={
+        "aliases": ["--max_rows", "--max-rows"], "help": "use the first N prompts only"})
+    dataset_train_split: str = field(default="train", metadata={
+        "aliases": ["--dataset_split", "--dataset-split"], "help": "split of a Hub dataset (default train)"})
+    dataset_config: str | None = field(default=None, metadata={"help": "configuration name of a Hub dataset"})
 
 
-def _check_args(args: argparse.Namespace) -> None:
+def make_parser():
+    """The parser of ``hir-trl synth``: TRL's `TrlParser` over `SynthArguments` (`hir_trl.errors.command_parser`)."""
+    return command_parser((SynthArguments,), "hir-trl synth",
+                          "Attach random, verifiable, mutually compatible IFEval / IF-RLVR constraints to plain "
+                          "prompts and write HIR-16K-format rows (trainable with `hir-trl train --dataset_name "
+                          "OUTPUT`).")
+
+
+def _check_args(args: SynthArguments) -> None:
     """Refuse bad values before any data is read.
 
     Raises:
-        ValueError: ``num_constraints`` or ``max_rows`` < 1, an ``output`` that is the input file (its path,
-            another spelling of it, a symbolic or hard link to it) or lies in the input folder, or that is a folder
-            or has another suffix than .jsonl, .json or .parquet.
+        ValueError: ``num_constraints`` or ``dataset_max_rows`` < 1, a family that is not registered, an ``output``
+            that is the input file (its path, another spelling of it, a symbolic or hard link to it) or lies in the
+            input folder, or that is a folder or has another suffix than .jsonl, .json or .parquet.
     """
     if args.num_constraints < 1:
         raise ValueError(f"--num_constraints must be >= 1, got {args.num_constraints}")
-    if args.max_rows is not None and args.max_rows < 1:
-        raise ValueError(f"--max_rows must be >= 1, got {args.max_rows}")
+    if args.dataset_max_rows is not None and args.dataset_max_rows < 1:
+        raise ValueError(f"--dataset_max_rows must be >= 1, got {args.dataset_max_rows}")
+    unknown = [family for family in args.families if family not in _families()]
+    if unknown:
+        raise ValueError(f"--families: {', '.join(map(repr, unknown))} is no verifier family: choose from "
+                         f"{', '.join(_families())} (a family of your own needs --verifier_modules)")
     output = Path(args.output)
     source = Path(args.dataset_name)
     if output.exists() and source.exists() and (os.path.samefile(output, source)
@@ -944,23 +957,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``hir-trl synth``; returns the exit status: 0, or 2 for a user error (a bad option, a missing
     file or prompt column, a module that cannot be imported, constraints that cannot be made compatible), printed
     as one line."""
-    first = argparse.ArgumentParser(add_help=False)
-    first.add_argument("--verifier_modules", nargs="+", default=None)
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        import_verifier_modules(first.parse_known_args(argv)[0].verifier_modules)  # before --families' choices
-    except VerifierModuleError as exc:
-        print(f"hir-trl synth: error: {exc}", file=sys.stderr)
-        return 2
-    args = make_parser().parse_args(argv)
-    try:
+        (args,) = parse_command(make_parser(), argv)
+        import_verifier_modules(args.verifier_modules)  # before --families is checked
         _check_args(args)
-        prompts = read_prompts(args.dataset_name, split=args.dataset_split, name=args.dataset_config,
-                               max_rows=args.max_rows)
+        prompts = read_prompts(args.dataset_name, split=args.dataset_train_split, name=args.dataset_config,
+                               max_rows=args.dataset_max_rows)
         if not prompts:
             raise ValueError(f"{args.dataset_name} holds no prompts")
         rows = synthesize(prompts, args.num_constraints, args.seed, families=args.families)
         path = write_rows(rows, args.output)
-    except (ValueError, OSError) as exc:  # JSONFileError and DatasetFormatError are ValueErrors naming the line
+    except (ValueError, OSError, VerifierModuleError) as exc:  # UsageError, JSONFileError, DatasetFormatError: lines
         print(f"hir-trl synth: error: {one_line(exc)}", file=sys.stderr)
         return 2
     counts = {kind: sum(row.get("data_source", "native") == kind for row in rows)
@@ -977,6 +985,7 @@ __all__ = [
     "EXCLUSIVE",
     "SAMPLERS",
     "Bounds",
+    "SynthArguments",
     "TEXT_RULES",
     "UPPER_BOUND_RULES",
     "compatible",

@@ -5,17 +5,28 @@ sample with exactly the settings given — ``temperature``, ``top_p``, ``top_k``
 ``seed`` — rather than the sampling defaults of the checkpoint's ``generation_config.json``, so the two
 backends sample from the same distribution. The paper evaluates with vLLM at temperature 0.6, at most
 4,096 new tokens, five samples per prompt.
+
+A LoRA output (an adapter-only folder, as the SmolLM2 and QLoRA recipes save) is merged into its base with peft
+first (`merge_lora`): vLLM then loads the merged copy, saved in a temporary folder; one line says which was done.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 BACKENDS: tuple[str, ...] = ("auto", "vllm", "transformers")
+#: ``dtype`` choices: the model's own (``auto``) or one torch dtype, as TRL's ``ModelConfig.dtype``.
+DTYPES: tuple[str, ...] = ("auto", "bfloat16", "float16", "float32")
+#: The file that marks a folder as a LoRA adapter (peft's ``save_pretrained``), and its field naming the base.
+ADAPTER_CONFIG = "adapter_config.json"
 
 Messages = list[dict[str, Any]]
 
@@ -70,6 +81,8 @@ class GenerationSettings:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,30 +106,121 @@ def choose_backend(requested: str = "auto") -> str:
     return requested
 
 
-def generate_responses(prompts: Sequence[Messages], settings: GenerationSettings,
-                       progress: bool = True) -> tuple[list[list[str]], str]:
+def lora_base(model: str) -> str | None:
+    """The base model of a LoRA adapter folder (peft's ``adapter_config.json``, ``base_model_name_or_path``), or None
+    when ``model`` is no adapter folder (a full checkpoint or a Hub id).
+
+    A relative local base is found from the current directory, else from the adapter folder.
+
+    Raises:
+        ValueError: the adapter names no base, or a local base folder that does not exist (named, with the fix).
+    """
+    folder = Path(model).expanduser()
+    config_path = folder / ADAPTER_CONFIG
+    if not config_path.is_file() or (folder / "config.json").is_file():
+        return None
+    try:
+        base = json.loads(config_path.read_text(encoding="utf-8")).get("base_model_name_or_path")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ValueError(f"{config_path} cannot be read as a LoRA adapter config: {exc}") from None
+    if not isinstance(base, str) or not base:
+        raise ValueError(f"{config_path} names no base_model_name_or_path: set it to the base model's Hub id or folder")
+    from ..data.loading import _looks_local
+
+    for candidate in (Path(base).expanduser(), folder / base):
+        if candidate.is_dir():
+            return str(candidate)
+    if Path(base).is_absolute() or _looks_local(base):
+        raise ValueError(f"{config_path}: its base model {base} is no folder here: set base_model_name_or_path to "
+                         "the base model's Hub id or its folder")
+    return base
+
+
+def merge_lora(adapter: str, dtype: str = "auto"):
+    """The base model of the LoRA adapter folder ``adapter`` with the adapter merged into its weights (peft's
+    ``PeftModel.from_pretrained(base, adapter).merge_and_unload()``): an ordinary transformers model.
+
+    Raises:
+        ValueError: see `lora_base`.
+    """
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    base = lora_base(adapter)
+    if base is None:
+        raise ValueError(f"{adapter} is no LoRA adapter folder (no {ADAPTER_CONFIG})")
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
+    return PeftModel.from_pretrained(model, adapter).merge_and_unload()
+
+
+def save_merged_lora(adapter: str, folder: str | os.PathLike, dtype: str = "auto") -> Path:
+    """`merge_lora`, saved as a full checkpoint in ``folder`` with the tokenizer (the adapter's, else the base's),
+    which vLLM loads as any model.
+
+    Returns:
+        ``Path`` of ``folder``.
+    """
+    from transformers import AutoTokenizer
+
+    path = Path(folder)
+    merge_lora(adapter, dtype).save_pretrained(path)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(adapter)
+    except (OSError, ValueError):
+        tokenizer = AutoTokenizer.from_pretrained(lora_base(adapter))
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def generate_responses(prompts: Sequence[Messages], settings: GenerationSettings, progress: bool = True,
+                       workdir: str | os.PathLike | None = None,
+                       announce: Callable[[str], None] | None = None) -> tuple[list[list[str]], str]:
     """Sample ``settings.num_samples`` responses for each chat prompt.
+
+    A LoRA adapter folder (`lora_base`) is merged into its base first (`merge_lora`): in memory for transformers;
+    for vLLM saved in a temporary folder under ``workdir`` (removed afterwards), which vLLM loads. ``announce``
+    receives one line saying which was done.
 
     Args:
         prompts: chat conversations ending with the user turn to answer.
         settings: see `GenerationSettings`.
         progress: show a progress bar.
+        workdir: where the merged model of a LoRA adapter goes for vLLM (default: the system's temporary folder).
+        announce: called with one line when a LoRA adapter is merged (default: printed to stderr).
 
     Returns:
         ``(responses, backend)``: ``responses[i]`` holds the samples of ``prompts[i]``, and the backend used.
+
+    Raises:
+        ValueError: a LoRA adapter whose base cannot be found (`lora_base`).
+        ImportError: ``backend="vllm"`` without vLLM installed.
     """
     backend = choose_backend(settings.backend)
+    announce = announce or (lambda line: print(line, file=sys.stderr))
+    base = lora_base(settings.model)
     if not prompts:
         return [], backend
     if backend == "vllm":
-        return _generate_vllm(prompts, settings, progress), backend
-    return _generate_transformers(prompts, settings, progress), backend
+        if base is None:
+            return _generate_vllm(prompts, settings, progress, settings.model), backend
+        if workdir is not None:
+            Path(workdir).mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=workdir, prefix=".merged-lora-") as merged:
+            announce(f"{settings.model} is a LoRA adapter of {base}: merged into the base with peft in {merged} "
+                     "(removed afterwards), which vLLM loads")
+            save_merged_lora(settings.model, merged, settings.dtype)
+            return _generate_vllm(prompts, settings, progress, merged), backend
+    if base is not None:
+        announce(f"{settings.model} is a LoRA adapter of {base}: merged into the base with peft in memory "
+                 "(transformers)")
+    return _generate_transformers(prompts, settings, progress, base), backend
 
 
-def _generate_vllm(prompts: Sequence[Messages], settings: GenerationSettings, progress: bool) -> list[list[str]]:
+def _generate_vllm(prompts: Sequence[Messages], settings: GenerationSettings, progress: bool,
+                   model: str) -> list[list[str]]:
     from vllm import LLM, SamplingParams
 
-    engine_kwargs: dict[str, Any] = {"model": settings.model, "seed": settings.seed, "dtype": settings.dtype,
+    engine_kwargs: dict[str, Any] = {"model": model, "seed": settings.seed, "dtype": settings.dtype,
                                      "tensor_parallel_size": settings.tensor_parallel_size,
                                      "gpu_memory_utilization": settings.gpu_memory_utilization}
     if settings.max_model_len is not None:
@@ -131,12 +235,17 @@ def _generate_vllm(prompts: Sequence[Messages], settings: GenerationSettings, pr
 
 
 def _generate_transformers(prompts: Sequence[Messages], settings: GenerationSettings,
-                           progress: bool) -> list[list[str]]:
+                           progress: bool, lora_of: str | None = None) -> list[list[str]]:
     import torch
     from tqdm.auto import tqdm
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(settings.model)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(settings.model)
+    except (OSError, ValueError):
+        if lora_of is None:
+            raise
+        tokenizer = AutoTokenizer.from_pretrained(lora_of)  # an adapter saved without its tokenizer
     if not getattr(tokenizer, "chat_template", None):
         raise ValueError(f"the tokenizer of {settings.model} has no chat template; the evaluation uses the model's "
                          "own chat template (add one to tokenizer_config.json or chat_template.jinja)")
@@ -144,7 +253,8 @@ def _generate_transformers(prompts: Sequence[Messages], settings: GenerationSett
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    model = AutoModelForCausalLM.from_pretrained(settings.model, dtype=settings.dtype).to(device).eval()
+    model = (merge_lora(settings.model, settings.dtype) if lora_of is not None
+             else AutoModelForCausalLM.from_pretrained(settings.model, dtype=settings.dtype)).to(device).eval()
 
     texts = [tokenizer.apply_chat_template(list(p), add_generation_prompt=True, tokenize=False) for p in prompts]
     lengths = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
@@ -180,4 +290,5 @@ def _generate_transformers(prompts: Sequence[Messages], settings: GenerationSett
     return results
 
 
-__all__ = ["BACKENDS", "GenerationSettings", "choose_backend", "generate_responses", "vllm_available"]
+__all__ = ["BACKENDS", "DTYPES", "GenerationSettings", "choose_backend", "generate_responses", "lora_base", "merge_lora",
+           "save_merged_lora", "vllm_available"]
