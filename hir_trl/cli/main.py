@@ -28,7 +28,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import one_line
+from ..errors import UsageError, command_parser, one_line, parse_command, split_config_flag  # noqa: F401 - UsageError: public here too
 
 USAGE = """usage: hir-trl <command> [options]
 
@@ -53,10 +53,6 @@ DEBUG_ENV = "HIR_TRL_DEBUG"
 _UNACTIONABLE_WARNINGS = (r"`(is_)?gradient_checkpointing(_disable|_enable)?` is deprecated and will be removed in v6",)
 
 
-class UsageError(ValueError):
-    """A bad command line (raised by the train parser instead of printing argparse's usage block)."""
-
-
 class TrainingInterrupted(Exception):
     """Training stopped by Ctrl-C / SIGINT; the message names the last complete checkpoint."""
 
@@ -67,15 +63,11 @@ def make_train_parser():
     A bad flag raises `UsageError` (one line naming the flag) instead of printing argparse's usage block; values
     from the recipe are type-checked by the dataclasses (`hir_trl.configs.field_type_problem`).
     """
-    from trl import ModelConfig, TrlParser
+    from trl import ModelConfig
 
     from ..configs import HiRConfig, HiRScriptArguments
 
-    class TrainParser(TrlParser):
-        def error(self, message):  # argparse's error(): usage + message + exit 2
-            raise UsageError(f"{message} (hir-trl train --help lists the options)")
-
-    return TrainParser((HiRScriptArguments, HiRConfig, ModelConfig), prog="hir-trl train", allow_abbrev=False)
+    return command_parser((HiRScriptArguments, HiRConfig, ModelConfig), "hir-trl train")
 
 
 def parse_train_args(argv: Sequence[str]):
@@ -87,17 +79,9 @@ def parse_train_args(argv: Sequence[str]):
     from ..configs import field_type_problem
     from .recipes import check_recipe
 
-    argv = list(argv)
+    argv = split_config_flag(argv)  # --config=FILE as --config FILE
     check_recipe(argv)  # a key given twice: TRL's YAML loader would keep the last value silently
-    *parsed, from_recipe, from_command_line = make_train_parser().parse_args_and_config(
-        argv, return_remaining_strings=True, separate_remaining_strings=True)
-    if from_recipe:
-        recipe = argv[argv.index("--config") + 1]
-        raise ValueError(f"unknown key(s) in {recipe}: {', '.join(k.lstrip('-') for k in from_recipe[::2])}")
-    if from_command_line:
-        raise UsageError(f"unrecognized arguments: {' '.join(from_command_line)} (hir-trl train --help lists the "
-                         "options)")
-    script_args, training_args, model_args = parsed
+    script_args, training_args, model_args = parse_command(make_train_parser(), argv)
     problem = field_type_problem(model_args)
     if problem is not None:
         raise ValueError(problem)
