@@ -56,6 +56,8 @@ _UNACTIONABLE_WARNINGS = (r"`(is_)?gradient_checkpointing(_disable|_enable)?` is
 class TrainingInterrupted(Exception):
     """Training stopped by Ctrl-C / SIGINT; the message names the last complete checkpoint."""
 
+  plan    check a launch before it is made: batch, memory per GPU, judge load, disk, and whether it fits
+          (hir-trl plan --config recipe.yaml --gpu_memory_gb 80 [-- accelerate launch ... train ...])
 
 def make_train_parser():
     """The `TrlParser` of ``hir-trl train``: (HiRScriptArguments, HiRConfig, ModelConfig).
@@ -433,6 +435,10 @@ def prepare_training(script_args, training_args, model_args):
         raise ValueError("dataset_name is required: give a recipe (hir-trl train --config recipe.yaml, e.g. "
                          "recipes/tiny/hir/config_cpu.yaml) or --dataset_name (a Hub dataset id or a local "
                          ".jsonl/.json/.parquet file or folder) and --model_name_or_path")
+    if command == "plan":
+        from .plan import main as plan_main
+
+        return plan_main(rest)
     if not model_args.model_name_or_path:
         raise ValueError("model_name_or_path is required: a Hub model id or a local model folder (with "
                          "--build_model tiny, the folder the tiny model is built in)")
