@@ -66,7 +66,7 @@ def _reward_line(args: Any, reward_names: list[str] | None) -> str:
 
 
 def hir_card_section(args: Any, dataset_name: str | None, log_history: list[dict[str, Any]],
-                     reward_names: list[str] | None = None) -> str:
+                     reward_names: list[str] | None = None, resumed_from: str | None = None) -> str:
     """Markdown section for the model card: the reward, every HiR hyperparameter, the defaults that depart from the
     paper, the dataset and the latest metrics.
 
@@ -75,6 +75,9 @@ def hir_card_section(args: Any, dataset_name: str | None, log_history: list[dict
         dataset_name: the training data's name or path, or None.
         log_history: the trainer's ``state.log_history``.
         reward_names: TRL's reward function names, the constraint reward first (``HiRTrainer.reward_func_names``).
+        resumed_from: the checkpoint the run resumed from, or None; a resume keeps the checkpoint's optimizer,
+            schedule and data settings (`hir_trl.run_folder.check_resume_point` refuses others), so the values listed
+            held for every step.
 
     Only configuration values and logged metrics are written: never environment variables or keys (a judge field
     that looks like a credential is refused by `HiRConfig`).
@@ -86,6 +89,9 @@ def hir_card_section(args: Any, dataset_name: str | None, log_history: list[dict
     if dataset_name:
         lines += [f"- Dataset: `{dataset_name}`"]
     lines += [_reward_line(args, reward_names)]
+    if resumed_from:
+        lines += [f"- Resumed from `{resumed_from}`, with the same optimizer, schedule and data settings: the values "
+                  "below held for every step"]
     lines += [f"- `{name}`: `{getattr(args, name)}`" for name in card_fields(args)]
     lines += [f"- Sentence splitter of the rule verifiers: `{sentence_backend()}` (NLTK Punkt when installed)"]
     lines += ["", f"The {len(PAPER_VALUES)} settings where hir-trl's defaults depart from the paper (the paper recipes "
@@ -114,7 +120,8 @@ def card_dataset_name(dataset_name: str | None) -> str | None:
 
 
 def add_hir_section(readme: str, *, base_model: str, model_path: str, args: Any, dataset_name: str | None,
-                    log_history: list[dict[str, Any]], reward_func_names: list[str]) -> None:
+                    log_history: list[dict[str, Any]], reward_func_names: list[str],
+                    resumed_from: str | None = None) -> None:
     """Rewrite TRL's model card at ``readme`` (when it exists): local paths instead of Hub links (`local_card`),
     then the "HiR training" section (`hir_card_section`)."""
     if not os.path.isfile(readme):
@@ -122,4 +129,4 @@ def add_hir_section(readme: str, *, base_model: str, model_path: str, args: Any,
     with open(readme, encoding="utf-8") as handle:
         text = local_card(handle.read(), base_model=base_model, model_path=model_path)
     with open(readme, "w", encoding="utf-8") as handle:
-        handle.write(text + "\n" + hir_card_section(args, dataset_name, log_history, reward_func_names))
+        handle.write(text + "\n" + hir_card_section(args, dataset_name, log_history, reward_func_names, resumed_from))

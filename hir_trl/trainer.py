@@ -24,6 +24,7 @@ from .configs import HiRConfig, check_batch_layout
 from .data.loading import check_prompt_lengths, normalize_dataset, prompt_length_limits
 from .guards import NonFiniteGuard
 from .models.workarounds import check_head_size, fix_colocate_weight_sync, gloo_teardown_pause, vllm_runs_on_cpu
+from .run_folder import resume_settings, training_run
 from .step.advantages import TRL_ESTIMATOR
 from .step.algorithm import hir_generation_batch, trl_generation_batch
 from .step.replay import HIR_STATE_FILE, restore_checkpoint_state, save_checkpoint_state
@@ -288,7 +289,8 @@ class HiRTrainer(GRPOTrainer):
                             base_model=self.accelerator.unwrap_model(self.model).config._name_or_path,
                             model_path=self.hub_model_id or self.args.output_dir, args=self.args,
                             dataset_name=dataset_name, log_history=self.state.log_history,
-                            reward_func_names=list(self.reward_func_names))
+                            reward_func_names=list(self.reward_func_names),
+                            resumed_from=getattr(self, "resumed_from", None))
 
     def end(self) -> None:
         """Override of `transformers.Trainer.end` (present from transformers 5.18; before it,
@@ -298,17 +300,28 @@ class HiRTrainer(GRPOTrainer):
         with gloo_teardown_pause():
             super().end() if hasattr(super(), "end") else self.accelerator.end_training()
 
+    def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any) -> Any:
+        """Override of `transformers.Trainer.train`: super's, holding ``output_dir`` while it trains and checking the
+        checkpoint it resumes from first (`hir_trl.run_folder.training_run`): a second run on the folder is refused,
+        naming the holder's pid; so is a checkpoint with no model weights, of the other kind (LoRA or full), with
+        other optimizer, schedule or data settings, or inside a generation cycle (each a `ValueError`, one line).
+        ``True`` resumes from the latest complete ``checkpoint-N`` of ``output_dir``."""
+        with training_run(self, resume_from_checkpoint) as checkpoint:
+            self.resumed_from = checkpoint  # the model card names it
+            return super().train(checkpoint, *args, **kwargs)
+
     def _save_checkpoint(self, model, trial):
         """Override of `GRPOTrainer._save_checkpoint`: also save the replay RNG and the model card.
 
-        Writes ``hir_state.json`` (the state of the RNG used by ``replay_selection="random"``) and a copy of the
+        Writes ``hir_state.json`` (the state of the RNG used by ``replay_selection="random"``, and the settings a
+        resume must keep, `hir_trl.run_folder.resume_settings`) and a copy of the
         model card (tagged ``hir``) into ``checkpoint-N/`` (`hir_trl.replay.save_checkpoint_state`); TRL writes the
         card to ``output_dir`` only. lambda needs no state: it is derived from the restored step counter.
         """
         super()._save_checkpoint(model, trial)
         if self.args.should_save:
             save_checkpoint_state(self.hir_passes.checkpoint_folder(trial), self.hir_passes.replay_rng,
-                                  os.path.join(self.args.output_dir, "README.md"))
+                                  os.path.join(self.args.output_dir, "README.md"), resume_settings(self.args))
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         """Override of `GRPOTrainer._load_optimizer_and_scheduler`: also restore the replay RNG on resume.

@@ -28,8 +28,18 @@ import pytest
 import torch
 
 from hir_trl import HiRConfig, HiRTrainer, load_hir_dataset, register_verifier
-from hir_trl.cli.main import check_output_dir, main, optimizer_restart_note, prune_later_completions, run_outputs
+from hir_trl.cli.main import main
 from hir_trl.guards import NonFiniteTrainingError, RewardFunctionError, check_rewards
+from hir_trl.run_folder import (
+    LOCK_FILE,
+    check_output_dir,
+    check_resume,
+    final_model,
+    last_checkpoint,
+    optimizer_restart_note,
+    run_outputs,
+    set_aside_later_line,
+)
 from hir_trl.verifiers import FAMILIES, verify_constraint
 
 from .testing_utils import (
@@ -68,7 +78,9 @@ def _copy(run: Path, where: Path) -> Path:
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    """Every file of ``folder`` but the lock file, which names the latest run that held the folder."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name != LOCK_FILE}
 
 
 def _resume_a_copy(finished_run, tmp_path, capsys, resume, *flags):
@@ -150,7 +162,7 @@ def test_overwrite_removes_the_previous_run_but_not_what_the_user_keeps(finished
     with pytest.raises(ValueError, match="would delete .*checkpoint-1"):  # a model the run reads from the old run
         check_output_dir(str(out), None, True, keep=[str(out / "checkpoint-1")])
     check_output_dir(str(out), None, True, keep=[str(out / "mine"), str(out / "train.jsonl")])
-    left = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    left = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() and p.name != LOCK_FILE)
     assert left == ["mine/config.json", "mine/model.safetensors", "notes.md", "train.jsonl"], left
     check_output_dir(str(out), None, False)  # no longer holds a run
 
@@ -177,16 +189,37 @@ def test_a_final_model_alone_is_another_run(finished_run, tmp_path):
     assert not list(out.iterdir())
 
 
-def test_resuming_from_an_earlier_checkpoint_drops_the_later_completion_logs(finished_run, tmp_path):
+def test_resuming_from_an_earlier_checkpoint_moves_the_later_line_aside(finished_run, tmp_path):
     run, _ = finished_run
     out = _copy(run, tmp_path / "out")
     names = sorted(p.name for p in (out / "completions").glob("completions_*.parquet"))
     assert names == ["completions_00001.parquet", "completions_00002.parquet"]
-    assert prune_later_completions(str(run / "checkpoint-1"), str(out)) == []  # another folder's: nothing
-    removed = prune_later_completions(str(out / "checkpoint-1"), str(out))
-    assert [p.name for p in removed] == ["completions_00002.parquet"]
+    assert set_aside_later_line(str(run / "checkpoint-1"), str(out)) == (None, [])  # another folder's: nothing
+    assert set_aside_later_line(str(out / "checkpoint-2"), str(out)) == (None, [])  # the latest: nothing later
+    before = _snapshot(out)
+    where, moved = set_aside_later_line(str(out / "checkpoint-1"), str(out))
+    assert where == out / "abandoned" / "after-checkpoint-1"
+    assert {"checkpoint-2", "completions/completions_00002.parquet", "hir_final_model.json", "trainer_state.json",
+            "model.safetensors", "training_args.bin"} <= set(moved)
     assert sorted(p.name for p in (out / "completions").glob("*.parquet")) == ["completions_00001.parquet"]
-    assert prune_later_completions(str(out / "checkpoint-2"), str(out)) == []
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1"]
+    for name, data in before.items():  # nothing lost: the abandoned line is kept as it was
+        if name.startswith("checkpoint-2/") or name in moved:
+            assert (where / name).read_bytes() == data, name
+    assert last_checkpoint(str(out)) == str(out / "checkpoint-1")  # where Ctrl-C's message points now
+    assert check_resume(True, str(out)) == str(out / "checkpoint-1")  # what `true` continues now
+    assert final_model(str(out))[0] is None  # the abandoned final model no longer counts as finished
+    # a second branch from the same point keeps the first one's files too
+    shutil.copytree(where / "checkpoint-2", out / "checkpoint-2")
+    assert set_aside_later_line(str(out / "checkpoint-1"), str(out))[0] == where.with_name("after-checkpoint-1-2")
+
+
+def test_a_model_read_from_output_dir_stays_when_the_later_line_moves(finished_run, tmp_path):
+    run, _ = finished_run
+    out = _copy(run, tmp_path / "out")  # the run trains from output_dir's own final model (model_name_or_path: out)
+    _, moved = set_aside_later_line(str(out / "checkpoint-1"), str(out), keep=[str(out)])
+    assert "checkpoint-2" in moved and "model.safetensors" not in moved and "config.json" not in moved
+    assert (out / "model.safetensors").is_file() and not (out / "hir_final_model.json").exists()
 
 
 def test_resuming_a_model_only_checkpoint_says_the_optimizer_restarts(finished_run, tmp_path):

@@ -11,24 +11,39 @@ line, ``hir-trl train: error: ...``, with exit status 2; so is a judge that stop
 ``--debug`` (or ``HIR_TRL_DEBUG=1``) shows the traceback instead. Ctrl-C stops training with exit status 130 and names the last complete checkpoint to resume from.
 So do a NaN/inf met in training or a reward function's bad result (`hir_trl.guards`) and a full disk while saving.
 
-An ``output_dir`` holds one run (`check_output_dir`, `check_finished`; docs/scale-out.md "Resume and re-run"):
-``--resume_from_checkpoint`` on a run that already reached ``max_steps`` prints one line ("already finished") and
-exits 0 without touching it; ``--overwrite_output_dir`` deletes what the earlier run wrote (`run_outputs`) and
-nothing else; the two together are refused.
+An ``output_dir`` holds one run, and the run holds it (`hir_trl.run_folder`; docs/scale-out.md "Resume and re-run"):
+a second ``hir-trl train`` on it is refused; ``--resume_from_checkpoint`` on a run that already reached ``max_steps``
+and saved all of its final model prints one line ("already finished") and exits 0 without touching it;
+``--overwrite_output_dir`` deletes what the earlier run wrote and nothing this run reads; the two together are
+refused; resuming from an earlier checkpoint moves the later line aside.
 """
 
 from __future__ import annotations
 
 import errno
-import json
 import os
-import re
 import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import UsageError, command_parser, one_line, parse_command, split_config_flag  # noqa: F401 - UsageError: public here too
+from ..run_folder import (  # the run-folder rules hir-trl train applies
+    AlreadyFinished,
+    check_finished,
+    check_output_dir,
+    check_resume,
+    check_resume_point,
+    claim_run_folder,
+    last_checkpoint,
+    mark_final_save,
+    optimizer_restart_note,
+    paths_read,
+    release_run_folder,
+    set_aside_later_line,
+    start_final_save,
+    unwritable,
+)
 
 USAGE = """usage: hir-trl <command> [options]
 
@@ -98,282 +113,6 @@ def _training_texts(dataset) -> list[str]:
     return texts
 
 
-def _checkpoint_folders(folder: Path) -> list[Path]:
-    """The ``checkpoint-N`` folders of ``folder``, by N (the one glob of checkpoints)."""
-    found = [p for p in folder.glob("checkpoint-*") if p.name.split("-")[-1].isdigit() and p.is_dir()]
-    return sorted(found, key=lambda p: int(p.name.split("-")[-1]))
-
-
-def _complete_checkpoints(output_dir: str) -> list[Path]:
-    """The ``checkpoint-N`` folders of ``output_dir`` that were saved completely (have trainer_state.json), by N."""
-    return [p for p in _checkpoint_folders(Path(output_dir)) if (p / "trainer_state.json").is_file()]
-
-
-#: Largest torch file (zip format) whose every member's CRC is checked before resuming; larger ones are only opened.
-_CRC_CHECK_BYTES = 2 << 30
-
-
-def checkpoint_file_problem(path: Path) -> str | None:
-    """Why a checkpoint file cannot be read, or None: a JSON file (``trainer_state.json``, ``hir_state.json``, ...)
-    that does not parse, a ``.safetensors`` file whose header or size is wrong, or a torch file (``optimizer.pt``,
-    ``scheduler.pt``, ``rng_state.pth``, ``*.bin``: torch's zip format) that is truncated or fails its CRCs."""
-    import zipfile
-
-    try:
-        if path.stat().st_size == 0:
-            return "the file is empty"
-        if path.suffix == ".json":
-            json.loads(path.read_text(encoding="utf-8"))
-        elif path.suffix == ".safetensors":
-            from safetensors import safe_open
-
-            with safe_open(str(path), framework="pt") as handle:
-                handle.keys()
-        elif path.suffix in (".pt", ".pth", ".bin"):
-            with zipfile.ZipFile(path) as archive:
-                bad = archive.testzip() if path.stat().st_size <= _CRC_CHECK_BYTES else None
-            if bad is not None:
-                return f"member {bad} fails its CRC check"
-    except Exception as exc:  # noqa: BLE001 - json, zipfile, safetensors (SafetensorError), OS errors: unreadable
-        return one_line(exc)
-    return None
-
-
-def check_resume(resume_from_checkpoint, output_dir: str) -> str | None:
-    """Resolve ``resume_from_checkpoint`` to a checkpoint folder, refusing one that is no complete checkpoint (before
-    any model is loaded).
-
-    ``true`` (as the recipe's boolean or the command line's string) means the latest ``checkpoint-N`` of
-    ``output_dir``, found as transformers does (`transformers.trainer_utils.get_last_checkpoint`); ``false``, an
-    empty string or None mean a fresh run.
-
-    Returns:
-        The checkpoint folder to resume from, or None for a fresh run.
-
-    Raises:
-        ValueError: the folder does not exist or has no trainer_state.json (a checkpoint interrupted while it was
-            being saved); ``true`` with no complete checkpoint in ``output_dir``, or an incomplete latest one; a
-            file of the checkpoint that cannot be read (`checkpoint_file_problem`), named.
-    """
-    if resume_from_checkpoint in (None, False, "", "false", "False"):
-        return None
-    if resume_from_checkpoint in (True, "true", "True"):
-        from transformers.trainer_utils import get_last_checkpoint
-
-        last = get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else None
-        if last is None:
-            raise ValueError(f"resume_from_checkpoint: true, but {output_dir} has no checkpoint-N folder to resume from")
-        path = Path(last)
-    else:
-        path = Path(str(resume_from_checkpoint))
-        if not path.is_dir():
-            raise ValueError(f"resume_from_checkpoint: {path} is not a folder")
-    if not (path / "trainer_state.json").is_file():
-        complete = _complete_checkpoints(str(path.parent))
-        hint = (f"; resume from {complete[-1]} instead, or delete {path}" if complete else "")
-        raise ValueError(f"resume_from_checkpoint: {path} is not a complete checkpoint (no trainer_state.json; was "
-                         f"it interrupted while saving?){hint}")
-    for file in sorted(p for p in path.iterdir() if p.is_file()):
-        problem = checkpoint_file_problem(file)
-        if problem is not None:
-            earlier = [p for p in _complete_checkpoints(str(path.parent)) if p != path]
-            hint = f"; resume from {earlier[-1]} instead" if earlier else ""
-            raise ValueError(f"resume_from_checkpoint: {file} is truncated or corrupt ({problem}){hint}")
-    return str(path)
-
-
-#: Files a run writes at the top of its ``output_dir`` besides its model: `Trainer.save_state`, ``save_model``'s
-#: pickled arguments, results files, and the replay RNG.
-_RUN_FILES = ("trainer_state.json", "training_args.bin", "all_results.json", "train_results.json",
-              "eval_results.json", "hir_state.json")
-#: What `Trainer.save_model` writes beside ``training_args.bin`` (model, tokenizer, model card): removed with the run
-#: only when ``training_args.bin`` marks the top of ``output_dir`` as a run's final model.
-_MODEL_FILES = re.compile(
-    r"(?:config|generation_config|tokenizer|tokenizer_config|special_tokens_map|added_tokens|vocab|"
-    r"preprocessor_config|processor_config|chat_template|adapter_config)\.(?:json|jinja)"
-    r"|(?:model|pytorch_model|adapter_model)(?:-\d+-of-\d+)?\.(?:safetensors|bin)"
-    r"|(?:model|pytorch_model)\.(?:safetensors|bin)\.index\.json|merges\.txt|vocab\.txt|tokenizer\.model|README\.md")
-#: A HiR model card (`hir_trl.card.hir_card_section`): a README.md that is a run's output, not the user's.
-_CARD_MARK = "## HiR training"
-
-
-def _previous_run(output_dir: str) -> list[str]:
-    """What in ``output_dir`` shows an earlier run: its ``checkpoint-N`` folders, ``completions/`` and
-    ``trainer_state.json``, else ``training_args.bin`` (a final model alone); names relative to ``output_dir``."""
-    folder = Path(output_dir)
-    if not folder.is_dir():
-        return []
-    found = [p.name for p in _checkpoint_folders(folder)]
-    if (folder / "completions").is_dir() and any((folder / "completions").iterdir()):
-        found.append("completions/")
-    if (folder / "trainer_state.json").is_file():
-        found.append("trainer_state.json")
-    if not found and (folder / "training_args.bin").is_file():  # a final model only (save_strategy: no, no logs)
-        found.append("training_args.bin")
-    return found
-
-
-def run_outputs(output_dir: str) -> list[Path]:
-    """Every path of ``output_dir`` that an earlier run wrote, which ``--overwrite_output_dir`` removes: its
-    ``checkpoint-N`` folders, ``completions/``, TensorBoard's ``runs/``, `_RUN_FILES`, its HiR model card, and its
-    final model (`_MODEL_FILES`, only when ``training_args.bin`` is there). Nothing else: a folder or file of the
-    user's (a model or data kept inside ``output_dir``) stays."""
-    folder = Path(output_dir)
-    if not folder.is_dir():
-        return []
-    paths = _checkpoint_folders(folder)
-    if (folder / "completions").is_dir():
-        paths.append(folder / "completions")
-    runs = folder / "runs"
-    if runs.is_dir() and any(runs.rglob("events.out.tfevents*")):
-        paths.append(runs)
-    paths += [folder / name for name in _RUN_FILES if (folder / name).is_file()]
-    saved_model = (folder / "training_args.bin").is_file()
-    for path in sorted(folder.iterdir()):
-        if not path.is_file() or path in paths or not _MODEL_FILES.fullmatch(path.name):
-            continue
-        if path.name == "README.md":
-            if saved_model or _CARD_MARK in path.read_text(encoding="utf-8", errors="replace"):
-                paths.append(path)
-        elif saved_model:
-            paths.append(path)
-    return paths
-
-
-def _inside(path: Path, folder: Path) -> bool:
-    try:
-        return path.resolve().is_relative_to(folder.resolve())
-    except OSError:
-        return False
-
-
-def check_output_dir(output_dir: str, resume_from_checkpoint: str | None, overwrite: bool,
-                     keep: Sequence[str | None] = ()) -> None:
-    """Keep two runs from mixing in one ``output_dir`` (before any model is loaded).
-
-    A fresh run (no ``resume_from_checkpoint``) into a folder that holds another run's checkpoints, completion logs,
-    trainer state or final model (`_previous_run`) is refused, unless ``overwrite`` (``--overwrite_output_dir``),
-    which deletes everything that run wrote (`run_outputs`; on the main process only) and nothing else. Resuming
-    from a checkpoint of another folder into an ``output_dir`` that holds a run is refused the same way.
-
-    Args:
-        output_dir: the run's folder.
-        resume_from_checkpoint: the checkpoint folder resumed from (`check_resume`), or None.
-        overwrite: ``--overwrite_output_dir``.
-        keep: paths the run reads (``model_name_or_path``, ``dataset_name``): ``overwrite`` never deletes them.
-
-    Raises:
-        ValueError: ``output_dir`` is a file; ``overwrite`` together with ``resume_from_checkpoint``; ``output_dir``
-            holds another run and neither ``overwrite`` nor a checkpoint of it is resumed from; ``overwrite`` would
-            delete a path of ``keep``.
-    """
-    folder = Path(output_dir)
-    if folder.exists() and not folder.is_dir():
-        raise ValueError(f"output_dir {output_dir} is a file, not a folder: give the path of a folder (it is created "
-                         "when missing), or move the file away")
-    if overwrite and resume_from_checkpoint is not None:
-        raise ValueError(f"overwrite_output_dir: true deletes the previous run of {output_dir}, "
-                         f"resume_from_checkpoint ({resume_from_checkpoint}) continues one: pass one of them, not both")
-    previous = _previous_run(output_dir)
-    shown = ", ".join(previous if len(previous) <= 4 else [*previous[:2], "...", *previous[-2:]])
-    if resume_from_checkpoint is not None:
-        if previous and not _inside(Path(resume_from_checkpoint), folder):
-            raise ValueError(f"output_dir {output_dir} holds another run ({shown}), and resume_from_checkpoint "
-                             f"{resume_from_checkpoint} is a checkpoint of another folder: the two runs would mix; "
-                             "resume into an empty output_dir, or from a checkpoint of this one")
-        return
-    if not previous:
-        return
-    if not overwrite:
-        raise ValueError(f"output_dir {output_dir} holds another run ({shown}): pass --overwrite_output_dir true to "
-                         "replace it, --resume_from_checkpoint true to continue it, or choose another output_dir")
-    doomed = run_outputs(output_dir)
-    for path in (Path(p) for p in keep if p):
-        if path.exists() and any(_inside(path, d) if d.is_dir() else path.resolve() == d.resolve() for d in doomed):
-            raise ValueError(f"overwrite_output_dir: true would delete {path}, which this run reads (the previous "
-                             f"run's output in {output_dir}); copy it elsewhere first, or choose another output_dir")
-    if os.environ.get("RANK", "0") == "0":  # one process deletes (all of them check before anything is written)
-        import shutil
-
-        for path in doomed:
-            if path.is_dir():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
-
-
-class AlreadyFinished(Exception):
-    """``--resume_from_checkpoint`` names a run that already reached ``max_steps``: nothing to train (exit 0)."""
-
-
-def _state(path: Path) -> dict:
-    try:
-        state = json.loads((path / "trainer_state.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return state if isinstance(state, dict) else {}
-
-
-def check_finished(resume_from_checkpoint: str | None, requested, output_dir: str, max_steps: int) -> None:
-    """Refuse to resume a run that already reached its last step (`AlreadyFinished`), before any model is loaded:
-    resuming it would train past ``max_steps`` and overwrite its final model.
-
-    The run is finished when the checkpoint's ``global_step`` reached ``max_steps`` (the checkpoint's own
-    ``max_steps`` when the run trains by epochs, ``max_steps: -1``) or, for ``--resume_from_checkpoint true``, when
-    ``output_dir/trainer_state.json`` (written after the final model) did.
-
-    Raises:
-        AlreadyFinished: one line naming the step, the checkpoint, and how to train further.
-    """
-    if resume_from_checkpoint is None:
-        return
-    checkpoint = _state(Path(resume_from_checkpoint))
-    states = [(Path(resume_from_checkpoint), checkpoint)]
-    if requested in (True, "true", "True"):
-        states.append((Path(output_dir), _state(Path(output_dir))))
-    for where, state in states:
-        step, planned = state.get("global_step"), state.get("max_steps")
-        target = max_steps if max_steps > 0 else planned
-        if isinstance(step, int) and isinstance(target, int) and target > 0 and step >= target:
-            raise AlreadyFinished(
-                f"{output_dir} already finished: {where} is at step {step} of max_steps {target}, so "
-                "--resume_from_checkpoint has nothing to train and the final model is left as it is (raise "
-                "--max_steps to train further, or pass --overwrite_output_dir true to start again)")
-
-
-def prune_later_completions(resume_from_checkpoint: str | None, output_dir: str) -> list[Path]:
-    """Before resuming from ``checkpoint-N`` of ``output_dir``, delete the completion logs of the steps after N
-    (``completions/completions_<step>.parquet``, left by the same run going further before it was resumed from an
-    earlier point), so that ``completions/`` holds one line of training; on the main process only.
-
-    Returns:
-        The files deleted.
-    """
-    if resume_from_checkpoint is None or not _inside(Path(resume_from_checkpoint), Path(output_dir)):
-        return []
-    step = _state(Path(resume_from_checkpoint)).get("global_step")
-    if not isinstance(step, int):
-        return []
-    later = [p for p in sorted((Path(output_dir) / "completions").glob("completions_*.parquet"))
-             if p.stem.split("_")[-1].isdigit() and int(p.stem.split("_")[-1]) > step]
-    if os.environ.get("RANK", "0") == "0":
-        for path in later:
-            path.unlink()
-    return later
-
-
-def optimizer_restart_note(resume_from_checkpoint: str | None) -> str | None:
-    """A line saying that resuming from this checkpoint restarts the optimizer and learning-rate schedule (it has no
-    ``optimizer.pt``: saved with ``save_only_model: true``), or None."""
-    if resume_from_checkpoint is None:
-        return None
-    folder = Path(resume_from_checkpoint)
-    if any((folder / name).exists() for name in ("optimizer.pt", "optimizer.bin")) or any(folder.glob("global_step*")):
-        return None
-    return (f"{folder} holds no optimizer state (saved with save_only_model: true): training resumes from its "
-            "weights, but the optimizer (Adam moments) and the learning-rate schedule start again from scratch")
-
-
 def check_model_path(model_name_or_path: str, build_model: str | None) -> None:
     """Refuse a ``model_name_or_path`` that can only be a local folder (``/``, ``./``, ``~``, or more than one
     ``/``) and does not exist, unless ``build_model`` builds it there (the Hub client would call it a malformed
@@ -411,7 +150,7 @@ def check_trackers(report_to) -> None:
                          "or pass --report_to none")
 
 
-def prepare_training(script_args, training_args, model_args):
+def prepare_training(script_args, training_args, model_args, recipe: str | None = None):
     """Everything before the first step: check the resume point, load the data, (optionally) build the tiny
     model, and build the `HiRTrainer` (which loads the model and builds the judge). Every user error surfaces here.
 
@@ -445,18 +184,28 @@ def prepare_training(script_args, training_args, model_args):
     if Path(training_args.output_dir).is_file():
         check_output_dir(training_args.output_dir, None, False)  # a file: one line, before resume looks inside
     check_trackers(training_args.report_to)
+    claim_run_folder(training_args.output_dir)  # the run holds its folder (main process) until `release_run_folder`
     # transformers takes a string as a path: "true" from the command line becomes the latest checkpoint's folder
     requested = training_args.resume_from_checkpoint
     if script_args.overwrite_output_dir and requested not in (None, False, "", "false", "False"):
         check_output_dir(training_args.output_dir, str(requested), True)  # refused together, before any lookup
     training_args.resume_from_checkpoint = check_resume(requested, training_args.output_dir)
+    read = paths_read(script_args, training_args, model_args, recipe=recipe)  # overwrite deletes none of them
     check_output_dir(training_args.output_dir, training_args.resume_from_checkpoint, script_args.overwrite_output_dir,
-                     keep=(model_args.model_name_or_path, str(script_args.dataset_name)))
-    check_finished(training_args.resume_from_checkpoint, requested, training_args.output_dir, training_args.max_steps)
-    later = prune_later_completions(training_args.resume_from_checkpoint, training_args.output_dir)
-    if later:
-        print(f"hir-trl train: resuming from {training_args.resume_from_checkpoint}: removed {len(later)} completion "
-              f"log(s) of later steps ({later[0].name} on), which this run writes again", file=sys.stderr)
+                     keep=read)
+    note = check_finished(training_args.resume_from_checkpoint, requested, training_args.output_dir,
+                          training_args.max_steps)
+    if note is not None:
+        print(f"hir-trl train: {note}", file=sys.stderr)
+    lora = (dict(r=model_args.lora_r, lora_alpha=model_args.lora_alpha, target_modules=model_args.lora_target_modules)
+            if model_args.use_peft else None)
+    check_resume_point(training_args.resume_from_checkpoint, training_args, lora)
+    moved_to, moved = set_aside_later_line(training_args.resume_from_checkpoint, training_args.output_dir,
+                                           keep=list(read.values()))
+    if moved and training_args.process_index == 0:
+        shown = ", ".join(moved if len(moved) <= 4 else [*moved[:2], "...", *moved[-1:]])
+        print(f"hir-trl train: resuming from {training_args.resume_from_checkpoint}: moved the later line aside to "
+              f"{moved_to} ({shown}), so that --resume_from_checkpoint true continues this one", file=sys.stderr)
     note = optimizer_restart_note(training_args.resume_from_checkpoint)
     if note is not None:
         print(f"hir-trl train: warning: {note}", file=sys.stderr)
@@ -511,13 +260,19 @@ def run_training(trainer, dataset, script_args, training_args) -> None:
         trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     except KeyboardInterrupt:
         close_progress_bar(trainer)
-        complete = _complete_checkpoints(training_args.output_dir)
-        where = (f"the last complete checkpoint is {complete[-1]}; resume with --resume_from_checkpoint {complete[-1]}"
-                 if complete else "no checkpoint was saved yet")
-        raise TrainingInterrupted(f"interrupted at step {trainer.state.global_step}; {where}") from None
-    trainer.save_model(training_args.output_dir)
-    trainer.save_state()  # trainer_state.json (log history with the hir/* metrics) beside the model
-    trainer.create_model_card()  # also when push_to_hub is off (rank 0 writes it)
+        raise TrainingInterrupted(f"interrupted at step {trainer.state.global_step}; "
+                                  f"{_resume_hint(training_args)}") from None
+    start_final_save(training_args.output_dir)  # the final model counts only once the marker is written, last
+    try:
+        trainer.save_model(training_args.output_dir)
+        trainer.save_state()  # trainer_state.json (log history with the hir/* metrics) beside the model
+        trainer.create_model_card()  # also when push_to_hub is off (rank 0 writes it)
+    except KeyboardInterrupt:
+        raise TrainingInterrupted(f"interrupted while saving the final model at step {trainer.state.global_step}: "
+                                  f"{training_args.output_dir} holds no whole final model; "
+                                  f"{_resume_hint(training_args)}") from None
+    if trainer.args.should_save:
+        mark_final_save(training_args.output_dir, trainer.state.global_step, trainer.state.max_steps)
     if training_args.push_to_hub:
         trainer.push_to_hub(dataset_name=str(script_args.dataset_name))
     trainer.end()  # HiRTrainer.end: trackers, process group, and gloo's teardown pause
@@ -528,10 +283,21 @@ def run_training(trainer, dataset, script_args, training_args) -> None:
                                                      / training_args.steps_per_generation)), end="", flush=True)
 
 
+def _resume_hint(training_args) -> str:
+    """Where to resume after an interruption: the last complete checkpoint of this run's line (`last_checkpoint`)."""
+    last = last_checkpoint(training_args.output_dir, training_args.resume_from_checkpoint)
+    return (f"the last complete checkpoint is {last}; resume with --resume_from_checkpoint {last}" if last else
+            "no checkpoint was saved yet")
+
+
 def train(script_args, training_args, model_args) -> None:
-    """Run one HiR training job: `prepare_training`, then `run_training`. See those for the errors."""
-    trainer, dataset = prepare_training(script_args, training_args, model_args)
-    run_training(trainer, dataset, script_args, training_args)
+    """Run one HiR training job: `prepare_training`, then `run_training`, holding ``output_dir`` throughout. See
+    those for the errors."""
+    try:
+        trainer, dataset = prepare_training(script_args, training_args, model_args)
+        run_training(trainer, dataset, script_args, training_args)
+    finally:
+        release_run_folder(training_args.output_dir)
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -558,7 +324,7 @@ def run_train(argv: Sequence[str]) -> int:
         user_errors = _user_errors()
         try:  # user errors surface before the first step; later errors keep their traceback
             script_args, training_args, model_args = parse_train_args(argv)
-            trainer, dataset = prepare_training(script_args, training_args, model_args)
+            trainer, dataset = prepare_training(script_args, training_args, model_args, recipe=_recipe_path(argv))
         except AlreadyFinished as exc:  # a re-run of a finished job: nothing to do, nothing touched
             print(f"hir-trl train: {exc}", file=sys.stderr)
             return 0
@@ -582,17 +348,31 @@ def run_train(argv: Sequence[str]) -> int:
             # judge_failure_policy: raise or a judge that cannot work; NaN/inf or a reward function's bad result;
             # a full disk while saving: stop, one line (nothing more is saved)
             full = disk_full(exc)
-            if debug or not (full or isinstance(exc, (JudgeError, NonFiniteTrainingError, RewardFunctionError))):
+            denied = None if full else unwritable(exc)  # the folder turned read-only
+            if debug or not (full or denied or isinstance(exc, (JudgeError, NonFiniteTrainingError,
+                                                                RewardFunctionError))):
                 raise
             close_progress_bar(trainer)
-            complete = _complete_checkpoints(training_args.output_dir)
-            where = f"; the last complete checkpoint is {complete[-1]}" if complete else ""
+            last = last_checkpoint(training_args.output_dir, training_args.resume_from_checkpoint)
+            where = f"; the last complete checkpoint is {last}" if last else ""
             what = (f"no space left on device while saving to {training_args.output_dir} ({full}); free space or "
-                    "choose another output_dir" if full else one_line(exc))
+                    "choose another output_dir" if full else
+                    f"cannot write to {training_args.output_dir} ({denied}): make it writable (or choose another "
+                    "output_dir) and resume" if denied else one_line(exc))
             print(f"hir-trl train: error: stopped at step {trainer.state.global_step}: {what}{where}",
                   file=sys.stderr)
             return 2
     return 0
+
+
+def _recipe_path(argv: Sequence[str]) -> str | None:
+    """The recipe of ``--config FILE`` or ``--config=FILE``, or None."""
+    for i, arg in enumerate(argv):
+        if arg == "--config" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--config="):
+            return arg.split("=", 1)[1]
+    return None
 
 
 def disk_full(exc: BaseException) -> str | None:
@@ -618,7 +398,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
     if command == "train":
-        return run_train(rest)
+        try:
+            return run_train(rest)
+        finally:
+            release_run_folder()  # the output_dir this process held (`hir_trl.run_folder.claim_run_folder`)
     if command == "synth":
         from ..data.synth import main as synth_main
 

@@ -431,12 +431,15 @@ def allocate_shortfall(replays_per_group: Sequence[int], k: int) -> list[int]:
 HIR_STATE_FILE = "hir_state.json"
 
 
-def save_replay_rng(path: str, rng: random.Random) -> None:
+def save_replay_rng(path: str, rng: random.Random, settings: dict | None = None) -> None:
     """Write the replay RNG's state (``replay_selection="random"``) as JSON to ``path`` (``hir_state.json`` of a
-    checkpoint)."""
+    checkpoint), with ``settings`` (`hir_trl.run_folder.resume_settings`, which a resume checks) when given."""
     version, internal, gauss = rng.getstate()
+    record = {"replay_rng": [version, list(internal), gauss]}
+    if settings is not None:
+        record["settings"] = settings
     with open(path, "w") as handle:
-        json.dump({"replay_rng": [version, list(internal), gauss]}, handle)
+        json.dump(record, handle)
 
 
 def load_replay_rng(path: str, rng: random.Random) -> bool:
@@ -449,14 +452,14 @@ def load_replay_rng(path: str, rng: random.Random) -> bool:
     return True
 
 
-def save_checkpoint_state(folder: str, rng: random.Random, model_card: str) -> None:
-    """Beside a checkpoint in ``folder``: ``hir_state.json`` (the replay RNG, `save_replay_rng`) and a copy of the
-    model card at ``model_card`` when it exists (TRL writes the card to ``output_dir`` only). Nothing when
-    ``folder`` is not a directory."""
+def save_checkpoint_state(folder: str, rng: random.Random, model_card: str, settings: dict | None = None) -> None:
+    """Beside a checkpoint in ``folder``: ``hir_state.json`` (the replay RNG and the run's ``settings``,
+    `save_replay_rng`) and a copy of the model card at ``model_card`` when it exists (TRL writes the card to
+    ``output_dir`` only). Nothing when ``folder`` is not a directory."""
     import shutil
 
     if os.path.isdir(folder):
-        save_replay_rng(os.path.join(folder, HIR_STATE_FILE), rng)
+        save_replay_rng(os.path.join(folder, HIR_STATE_FILE), rng, settings)
         if os.path.isfile(model_card):
             shutil.copyfile(model_card, os.path.join(folder, "README.md"))
 
