@@ -4,6 +4,7 @@ error of a choice that is not in its registry, and the one parser style of the c
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -40,7 +41,7 @@ def split_config_flag(argv: Sequence[str]) -> list[str]:
     """``argv`` with ``--config=FILE`` spelled ``--config FILE``, the only spelling TRL's `TrlParser` reads.
 
     Raises:
-        UsageError: ``--config`` with no file after it, or given twice.
+        UsageError: ``--config`` with no file after it, a file that does not exist, or ``--config`` given twice.
     """
     out: list[str] = []
     for arg in argv:
@@ -48,8 +49,12 @@ def split_config_flag(argv: Sequence[str]) -> list[str]:
     count = out.count("--config")
     if count > 1:
         raise UsageError("--config is given twice: give one recipe file (flags after it override its values)")
-    if count and (out.index("--config") + 1 == len(out) or out[out.index("--config") + 1].startswith("--")):
-        raise UsageError("--config needs a file: --config recipe.yaml")
+    if count:
+        at = out.index("--config") + 1
+        if at == len(out) or not out[at] or out[at].startswith("--"):
+            raise UsageError("--config needs a file: --config recipe.yaml")
+        if not os.path.isfile(out[at]):
+            raise UsageError(f"--config {out[at]}: no such file (give the path of a YAML file of the command's options)")
     return out
 
 

@@ -269,19 +269,22 @@ def _load_benchmarks(args: Arguments) -> list[Benchmark]:
     seen: dict[str, str] = {}
     for benchmark in benchmarks:
         file_name = responses_file_name(benchmark.name)
-        if file_name in seen:
-            same = seen[file_name] == benchmark.name
-            raise ValueError(f"--benchmark: {seen[file_name]!r} and {benchmark.name!r} "
-                             + ("are one name" if same else f"give one responses file name ({file_name})")
+        if file_name.lower() in seen:
+            first = seen[file_name.lower()]
+            same = first == benchmark.name
+            raise ValueError(f"--benchmark: {first!r} and {benchmark.name!r} "
+                             + ("are one name" if same else f"give one responses file name ({file_name}, as a file "
+                                "system that ignores case sees it)" if file_name != responses_file_name(first)
+                                else f"give one responses file name ({file_name})")
                              + ": name them apart with NAME=PATH, e.g. --benchmark ifeval_a=A.jsonl ifeval_b=B.jsonl")
-        seen[file_name] = benchmark.name
+        seen[file_name.lower()] = benchmark.name
     return benchmarks
 
 
 def responses_file_name(benchmark_name: str) -> str:
-    """The file ``eval generate`` writes a benchmark's responses to: ``<slug of its name>.responses.jsonl``
-    (compared without case, as a case-insensitive file system would)."""
-    return f"{_slug(benchmark_name)}.responses.jsonl".lower()
+    """The file ``eval generate`` writes a benchmark's responses to: ``<slug of its name>.responses.jsonl`` (two names
+    are refused when these differ only in case, as a file system that ignores case would see one file)."""
+    return f"{_slug(benchmark_name)}.responses.jsonl"
 
 
 def _build_judge(args: Arguments):
@@ -534,7 +537,7 @@ def run_generate(args: Arguments) -> int:
     inputs = input_paths(args)
     stale = check_output_dir(out_dir, args.overwrite_output_dir, inputs)
     benchmarks = _load_benchmarks(args)
-    response_paths = [out_dir / f"{_slug(b.name)}.responses.jsonl" for b in benchmarks]
+    response_paths = [out_dir / responses_file_name(b.name) for b in benchmarks]
     check_outputs([*((f"--benchmark {b.name}'s responses", p) for b, p in zip(benchmarks, response_paths)),
                    *report_paths(out_dir / "report.json", args.plot)], inputs)
     if not args.allow_unknown:
