@@ -177,7 +177,7 @@ def prepare_training(script_args, training_args, model_args, recipe: str | None 
     if command == "plan":
         from .plan import main as plan_main
 
-        return plan_main(rest)
+        return plan_main(rest, parse_train_args, _UNACTIONABLE_WARNINGS)
     if not model_args.model_name_or_path:
         raise ValueError("model_name_or_path is required: a Hub model id or a local model folder (with "
                          "--build_model tiny, the folder the tiny model is built in)")

@@ -755,17 +755,17 @@ def _num(value: float | None, digits: int = 0) -> str:
     return f"{value:,.{digits}f}" if digits or value != int(value) else f"{int(value):,}"
 
 
-def make_plan(plan_args: PlanArguments, train_argv: Sequence[str]) -> tuple[str, bool | None]:
+def make_plan(plan_args: PlanArguments, train_argv: Sequence[str], parse_train_args) -> tuple[str, bool | None]:
     """The plan of a launch as text, and the verdict (True: fits; False: does not; None: no ``gpu_memory_gb``).
 
-    ``train_argv`` is parsed by ``hir-trl train``'s own parser (the recipe's keys and flags); ``bf16`` / ``fp16``
-    are read as requested and parsed off, so that a GPU recipe plans on a machine without one.
+    ``train_argv`` is parsed by ``parse_train_args``, ``hir-trl train``'s own parser (`hir_trl.cli.main`, which
+    passes it: the recipe's keys and flags); ``bf16`` / ``fp16`` are read as requested and parsed off, so that a GPU
+    recipe plans on a machine without one.
 
     Raises:
         ValueError, OSError: a bad recipe, flag or file (one line).
     """
     from ..judge.prompt import JUDGE_PROMPT_TEMPLATE
-    from .main import parse_train_args
     from .recipes import load_recipe
 
     train_argv = list(train_argv)
@@ -938,8 +938,6 @@ def parse_plan_args(argv: Sequence[str]) -> tuple[PlanArguments, list[str]]:
     """
     from transformers import HfArgumentParser
 
-    from .main import UsageError
-
     argv = list(argv)
     launch: list[str] | None = None
     if "--" in argv:
@@ -947,7 +945,7 @@ def parse_plan_args(argv: Sequence[str]) -> tuple[PlanArguments, list[str]]:
 
     class PlanParser(HfArgumentParser):
         def error(self, message):
-            raise UsageError(f"{message} (hir-trl plan --help lists the options)")
+            raise ValueError(f"{message} (hir-trl plan --help lists the options)")
 
     parser = PlanParser(PlanArguments, prog="hir-trl plan", allow_abbrev=False)
     plan_args, rest = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
@@ -963,11 +961,15 @@ def parse_plan_args(argv: Sequence[str]) -> tuple[PlanArguments, list[str]]:
     return plan_args, rest
 
 
-def main(argv: Sequence[str]) -> int:
+def main(argv: Sequence[str], parse_train_args, quiet_warnings: Sequence[str] = ()) -> int:
     """``hir-trl plan``: print the plan; exit 0 when it fits (or no verdict was asked), 1 when it does not fit, 2 on
-    a user error (one line)."""
+    a user error (one line: a bad flag, recipe value or file).
+
+    ``parse_train_args`` (``hir-trl train``'s parser) and ``quiet_warnings`` (FutureWarning messages to hide) come
+    from `hir_trl.cli.main`, which this module does not import."""
+    import yaml
+
     from ..errors import one_line
-    from .main import _user_errors
 
     argv = list(argv)
     if argv[:1] in (["-h"], ["--help"]):
@@ -979,15 +981,13 @@ def main(argv: Sequence[str]) -> int:
         return 0
     import warnings
 
-    from .main import _UNACTIONABLE_WARNINGS
-
     try:
         with warnings.catch_warnings():
-            for pattern in _UNACTIONABLE_WARNINGS:
+            for pattern in quiet_warnings:
                 warnings.filterwarnings("ignore", message=pattern, category=FutureWarning)
             plan_args, train_argv = parse_plan_args(argv)
-            text, fits = make_plan(plan_args, train_argv)
-    except _user_errors() as exc:
+            text, fits = make_plan(plan_args, train_argv, parse_train_args)
+    except (ValueError, OSError, yaml.YAMLError) as exc:
         print(f"hir-trl plan: error: {one_line(exc)}", file=sys.stderr)
         return 2
     print(text, end="")
