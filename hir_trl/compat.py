@@ -134,6 +134,25 @@ def trainer_argument_problem(kwargs: dict[str, Any]) -> str | None:
     return None
 
 
+def check_argument_order(reward_funcs: Any, args: Any) -> None:
+    """Refuse a `HiRTrainer` call in the order it once took, ``(model, args, train_dataset, reward_funcs)``: its
+    arguments are `GRPOTrainer`'s, in `GRPOTrainer`'s order ``(model, reward_funcs, args, train_dataset, ...)``, so a
+    config given second arrives as ``reward_funcs``.
+
+    Raises:
+        TypeError: one line naming the fix, when ``reward_funcs`` is a `transformers.TrainingArguments` (a
+            `HiRConfig`) or ``args`` is a dataset.
+    """
+    from transformers import TrainingArguments
+
+    datasets_given = type(args).__module__.split(".")[0] == "datasets" or isinstance(args, list)
+    if isinstance(reward_funcs, TrainingArguments) or (datasets_given and reward_funcs is not None):
+        raise TypeError(f"HiRTrainer takes GRPOTrainer's arguments in GRPOTrainer's order (model, reward_funcs, args, "
+                        f"train_dataset, ...), but got a {type(reward_funcs).__name__} as reward_funcs and a "
+                        f"{type(args).__name__} as args: pass them by keyword, HiRTrainer(model, args=config, "
+                        "train_dataset=dataset), or as HiRTrainer(model, reward_funcs, config, dataset)")
+
+
 def check_trainer_arguments(kwargs: dict[str, Any]) -> None:
     """Raise the `trainer_argument_problem` of a `HiRTrainer` call's ``kwargs``, if any, before TRL starts.
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from trl import GRPOConfig, ScriptArguments
+from trl import DatasetMixtureConfig, GRPOConfig
 
 from .compat import REFUSALS
 from .errors import choice_error
@@ -24,6 +24,7 @@ from .step.advantages import ESTIMATORS, REPLAY_ADVANTAGES, TRL_ESTIMATOR
 from .step.loss_weighting import LOSS_WEIGHTINGS
 from .step.replay import SCOPES, SELECTIONS
 from .step.shortfall import SHORTFALLS
+from .trl_internals import DatasetConfig, GRPOScriptArguments
 
 logger = logging.getLogger(__name__)
 
@@ -420,11 +421,14 @@ class HiRConfig(GRPOConfig):
 
 
 @dataclass
-class HiRScriptArguments(ScriptArguments):
-    """Dataset and model-building options of ``hir-trl train`` (besides `HiRConfig` and TRL's `ModelConfig`).
+class HiRScriptArguments(GRPOScriptArguments, DatasetMixtureConfig):
+    """Dataset, reward and model-building options of ``hir-trl train`` (besides `HiRConfig` and TRL's `ModelConfig`).
 
-    ``dataset_name`` may be a Hub dataset id (``sastpg/HIR-16K``), a local dataset directory, or a local
-    ``.json``/``.jsonl``/``.parquet`` file in HIR-16K or native format (see `hir_trl.data`).
+    Every option of ``trl grpo``'s script arguments (TRL's ``GRPOScriptArguments`` and `DatasetMixtureConfig`), with
+    its meaning, plus HiR's. ``dataset_name`` may be a Hub dataset id (``sastpg/HIR-16K``), a local dataset
+    directory, or a local ``.json``/``.jsonl``/``.parquet`` file in HIR-16K or native format (see `hir_trl.data`);
+    ``datasets`` is TRL's dataset mixture instead (read by `trl.get_dataset`); ``reward_funcs`` adds TRL-style
+    reward functions after the constraint reward (`hir_trl.step.rewards.named_reward_functions`).
     """
 
     dataset_max_rows: int | None = field(
@@ -461,17 +465,32 @@ class HiRScriptArguments(ScriptArguments):
                   "Without it (or resume_from_checkpoint) such an output_dir is refused, so that two runs never mix; "
                   "with resume_from_checkpoint it is refused."},
     )
+    system_prompt: str | None = field(
+        default=None,
+        metadata={"help": "A system message set on every training and evaluation row: added as the first turn, or "
+                  "replacing the row's own system turn. Replays keep it (only the final user turn is rewritten); "
+                  "the completion logs show it with each prompt."},
+    )
+    chat_template: str | None = field(
+        default=None,
+        metadata={"help": "The chat template every prompt is rendered with, instead of the tokenizer's: a .jinja/.j2 "
+                  "file, the name of a template TRL ships (trl/chat_templates, e.g. qwen2_5, llama3), a tokenizer "
+                  "folder or Hub model id whose template is taken, or the Jinja text itself. Saved with the "
+                  "model's tokenizer."},
+    )
 
     def __post_init__(self) -> None:
-        """Check the field types and ranges, and resolve ``build_tiny_model`` into ``build_model``.
+        """Check the field types and ranges, read ``datasets``' entries into TRL's ``DatasetConfig``, and resolve
+        ``build_tiny_model`` into ``build_model``.
 
         Raises:
             ValueError: a field of the wrong type, ``dataset_max_rows < 1``, an unknown ``build_model``, or
-                ``build_tiny_model: true`` with another ``build_model``.
+                ``build_tiny_model: true`` with another ``build_model``; a script option HiR refuses
+                (`script_option_problem`: streaming, a reward model, ``datasets`` with ``dataset_name``).
         """
         from .models.smollm2 import BUILD_MODEL_CHOICES
 
-        problem = field_type_problem(self)
+        problem = _read_mixture(self) or field_type_problem(self) or script_option_problem(self)
         if problem is None and self.dataset_max_rows is not None and self.dataset_max_rows < 1:
             problem = f"dataset_max_rows must be >= 1, got {self.dataset_max_rows}"
         if problem is None and self.build_model is not None and self.build_model not in BUILD_MODEL_CHOICES:
@@ -482,6 +501,80 @@ class HiRScriptArguments(ScriptArguments):
             raise ValueError(problem)
         if self.build_tiny_model:
             self.build_model = "tiny"
+
+
+#: How ``hir-trl train`` takes each of ``trl grpo``'s script options (TRL's ``ScriptArguments``,
+#: ``GRPOScriptArguments`` and `DatasetMixtureConfig`): honoured, or refused in one line; none is ignored
+#: (docs/configuration.md renders it; ``tests/test_trl_script_options.py`` holds it to TRL's parser).
+TRL_SCRIPT_OPTIONS: dict[str, str] = {
+    "dataset_name": "honoured: a Hub dataset id as in trl grpo, or a local .jsonl/.json/.parquet file or dataset "
+                    "folder in HIR-16K or native format",
+    "dataset_config": "honoured: the dataset configuration of a Hub id or folder; refused with a single file",
+    "dataset_train_split": "honoured: the training split of a folder or Hub dataset; refused (unless 'train') with a "
+                           "single file, which has one split",
+    "dataset_test_split": "honoured: the evaluation set when eval_strategy is not 'no' (as trl grpo); a single file "
+                          "or a mixture has none: use test_split_size",
+    "dataset_streaming": "refused: every row is read and checked before the first step (use dataset_max_rows)",
+    "ignore_bias_buffers": "honoured as TRL's scripts do: DDP skips the model's boolean buffers",
+    "reward_model_name_or_path": "refused: HiR scores a replay's (q', y) by calling its reward functions; wrap a "
+                                 "model in a reward function",
+    "reward_funcs": "honoured: TRL's names (accuracy_reward, reasoning_accuracy_reward, think_format_reward, "
+                    "get_soft_overlong_punishment) and dotted paths module.function, after the constraint reward, "
+                    "weighted by reward_weights (its mean logged as rewards/<name>/mean); a model id or folder is "
+                    "refused",
+    "datasets": "honoured: TRL's mixture, read by trl.get_dataset (a local file may be an entry's path); refused "
+                "together with dataset_name",
+    "streaming": "refused, as dataset_streaming",
+    "test_split_size": "honoured: that share (or count) of the training rows is held out as the evaluation set, "
+                       "seeded by seed; of a mixture as in trl grpo, and also of dataset_name",
+}
+
+
+def _read_mixture(script: Any) -> str | None:
+    """Turn each entry of ``script.datasets`` into TRL's ``DatasetConfig`` (as `DatasetMixtureConfig` does; a bare
+    string is its ``path``); the problem of the first entry that is not one, as one line, or None."""
+    keys = ", ".join(f.name for f in dataclasses.fields(DatasetConfig))
+    if not isinstance(script.datasets, list):
+        return (f"datasets must be a list of mappings (one '- path: ...' per dataset, with {keys}), got "
+                f"{script.datasets!r:.80}")
+    for index, entry in enumerate(script.datasets):
+        if isinstance(entry, DatasetConfig):
+            continue
+        if isinstance(entry, str):
+            entry = {"path": entry}
+        if not isinstance(entry, dict):
+            return f"datasets[{index}]: expected a mapping with the keys {keys}, got {entry!r:.80}"
+        unknown = sorted(set(entry) - {f.name for f in dataclasses.fields(DatasetConfig)})
+        if unknown or "path" not in entry:
+            what = f"unknown key(s) {', '.join(unknown)}" if unknown else "no path"
+            return f"datasets[{index}]: {what} (an entry takes {keys}; path is required)"
+        script.datasets[index] = DatasetConfig(**entry)
+    return None
+
+
+def script_option_problem(script: Any) -> str | None:
+    """The first ``trl grpo`` script option of ``script`` (`HiRScriptArguments`) that HiR refuses, as one line, or
+    None: ``dataset_streaming``/``streaming`` (the loaders read every row and check it before training), a reward
+    model (``reward_model_name_or_path``, or a model id or folder in ``reward_funcs``: HiR scores each replay's
+    (q', y) by calling its reward functions itself), ``datasets`` together with ``dataset_name`` (``trl grpo`` would
+    drop ``dataset_name``), or a ``datasets`` entry that is not a mapping."""
+    for name in ("dataset_streaming", "streaming"):
+        if getattr(script, name):
+            return (f"{name}: true is not supported: hir-trl reads and checks every row (its constraints, its prompt "
+                    "length) before the first step, so the training data is loaded whole; remove it, and use "
+                    "dataset_max_rows N to train on the first N rows of a large dataset")
+    reward_model = script.reward_model_name_or_path or next(
+        (f for f in script.reward_funcs or () if "/" in f or "\\" in f), None)
+    if reward_model:
+        where = "reward_model_name_or_path" if script.reward_model_name_or_path else "reward_funcs"
+        return (f"{where}: {reward_model} looks like a reward model, which hir-trl does not support: HiR scores each "
+                "replay's rewritten pair (q', y) by calling its reward functions, and a model is no function; wrap "
+                "the model in a reward function fn(prompts, completions, **kwargs) -> list[float] and give its "
+                "dotted path (my_module.my_reward) in reward_funcs")
+    if script.datasets and script.dataset_name:
+        return (f"datasets (a mixture of {len(script.datasets)}) and dataset_name ({script.dataset_name}) are both "
+                "set: give one of them (trl grpo would use datasets and drop dataset_name)")
+    return None
 
 
 # ------------------------------------------------------------------------------------------ validation

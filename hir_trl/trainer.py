@@ -19,7 +19,7 @@ from typing import Any
 from trl import GRPOTrainer
 
 from .card import HIR_PAPER, add_hir_section, card_dataset_name, card_fields, hir_card_section
-from .compat import check_trainer_arguments
+from .compat import check_argument_order, check_trainer_arguments
 from .configs import HiRConfig, check_batch_layout
 from .data.loading import check_prompt_lengths, normalize_dataset, prompt_length_limits
 from .guards import NonFiniteGuard
@@ -51,11 +51,11 @@ class HiRTrainer(GRPOTrainer):
     reference log-probs (``beta > 0``) those under q'.
 
     Args:
+        `GRPOTrainer`'s, in its order (``model, reward_funcs, args, train_dataset, eval_dataset, processing_class,
+        reward_processing_classes, callbacks, optimizers, quantization_config, peft_config, tools, rollout_func,
+        environment_factory``), then HiR's own, keyword-only (``judge``, ``dataset_name``).
+
         model: a model id or local path, or a `PreTrainedModel` (as for `GRPOTrainer`).
-        args: a `HiRConfig`; defaults to ``HiRConfig("<model>-HiR")``.
-        train_dataset: rows from `hir_trl.load_hir_dataset` (columns ``prompt``, ``task``, ``constraints``,
-            ``template``, ``row_id``), or any rows it reads (HIR-16K or native, e.g. ``Dataset.from_list``):
-            normalized here (`hir_trl.data.normalize_dataset`).
         reward_funcs: leave ``None`` to verify the dataset's constraints with `ConstraintReward`; or pass a
             `ConstraintReward` (for instance with a judge), TRL-style reward functions ``fn(prompts, completions,
             **kwargs) -> list[float | None]``, or a list of both (the `ConstraintReward` first; one is built and put
@@ -64,13 +64,21 @@ class HiRTrainer(GRPOTrainer):
             the constraint reward is ``HiRConfig.reward_mode``'s (ILA or CLA; 1 for a replay, which meets every
             constraint q' keeps). A replay is a new row: its functions' rewards are computed on its own (q', y),
             with the keyword arguments TRL passes (`hir_trl.trl_adapter.TRLPasses.replay_reward_kwargs`).
+        args: a `HiRConfig`; defaults to ``HiRConfig("<model>-HiR")``.
+        train_dataset: rows from `hir_trl.load_hir_dataset` (columns ``prompt``, ``task``, ``constraints``,
+            ``template``, ``row_id``), or any rows it reads (HIR-16K or native, e.g. ``Dataset.from_list``):
+            normalized here (`hir_trl.data.normalize_dataset`).
+        eval_dataset: rows as ``train_dataset`` (or a dict of them); evaluated as TRL does, without replays.
+        processing_class, reward_processing_classes, callbacks, optimizers, quantization_config, peft_config, tools,
+        rollout_func, environment_factory: passed to `GRPOTrainer` (``environment_factory`` is refused,
+            `hir_trl.compat.REFUSED_TRAINER_ARGUMENTS`).
         judge: the soft-constraint judge for the default `ConstraintReward`.
         dataset_name: the training dataset's Hub id or path, recorded in every model card.
-        **kwargs: passed to `GRPOTrainer` (``eval_dataset``, ``processing_class``, ``peft_config``, ...).
 
     Raises:
-        TypeError: ``args`` is not a `HiRConfig`; a reward model (not a function) or two `ConstraintReward` in
-            ``reward_funcs``.
+        TypeError: the old order ``(model, args, train_dataset, reward_funcs)``, positionally
+            (`hir_trl.compat.check_argument_order`, naming the fix); ``args`` is not a `HiRConfig`; a reward model
+            (not a function) or two `ConstraintReward` in ``reward_funcs``.
         ValueError: a `ConstraintReward` whose ``reward_mode`` is not ``args.reward_mode``, one that is not first,
             ``reward_weights`` of the wrong length, or extra functions with ``multi_objective_aggregation`` other
             than ``"sum_then_normalize"`` (`hir_trl.rewards.trainer_reward`).
@@ -100,9 +108,17 @@ class HiRTrainer(GRPOTrainer):
     _name = "HiR"
     _paper = HIR_PAPER
 
-    def __init__(self, model: Any, args: HiRConfig | None = None, train_dataset: Any = None,
-                 reward_funcs: Any = None, judge: Judge | None = None,
-                 dataset_name: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, model: Any, reward_funcs: Any = None, args: HiRConfig | None = None, train_dataset: Any = None,
+                 eval_dataset: Any = None, processing_class: Any = None, reward_processing_classes: Any = None,
+                 callbacks: Any = None, optimizers: Any = (None, None), quantization_config: Any = None,
+                 peft_config: Any = None, tools: Any = None, rollout_func: Any = None,
+                 environment_factory: Any = None, *, judge: Judge | None = None,
+                 dataset_name: str | None = None) -> None:
+        check_argument_order(reward_funcs, args)
+        kwargs = dict(eval_dataset=eval_dataset, processing_class=processing_class,
+                      reward_processing_classes=reward_processing_classes, callbacks=callbacks, optimizers=optimizers,
+                      quantization_config=quantization_config, peft_config=peft_config, tools=tools,
+                      rollout_func=rollout_func, environment_factory=environment_factory)
         if args is None:
             name = model if isinstance(model, str) else model.config._name_or_path
             args = HiRConfig(f"{str(name).split('/')[-1]}-HiR")

@@ -109,7 +109,7 @@ def render() -> str:
     """The whole page, as `main` writes it."""
     from trl import GRPOConfig
 
-    from hir_trl.configs import PAPER_VALUES, HiRConfig, HiRScriptArguments
+    from hir_trl.configs import PAPER_VALUES, TRL_SCRIPT_OPTIONS, HiRConfig, HiRScriptArguments
 
     paper = ", ".join(f"`{name}` (paper: {_code(value)})" for name, value in PAPER_VALUES.items())
     parts = [
@@ -140,9 +140,16 @@ def render() -> str:
         "",
         *_compatibility(),
         "",
-        "## `HiRScriptArguments`: data and model-building options of `hir-trl train`",
+        "## `HiRScriptArguments`: data, reward and model-building options of `hir-trl train`",
         "",
-        "Besides TRL's `ScriptArguments` (`dataset_name`, `dataset_config`, `dataset_train_split`, ...):",
+        "Every option of `trl grpo`'s script arguments (TRL's `ScriptArguments`, `GRPOScriptArguments` and "
+        "`DatasetMixtureConfig`), as `hir-trl train` takes it (`hir_trl.configs.TRL_SCRIPT_OPTIONS`):",
+        "",
+        "| option | in `hir-trl train` |",
+        "|---|---|",
+        *(f"| `{name}` | {_cell(how)} |" for name, how in TRL_SCRIPT_OPTIONS.items()),
+        "",
+        "and HiR's own:",
         "",
         *_rows(HiRScriptArguments),
     ]

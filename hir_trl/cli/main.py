@@ -160,19 +160,22 @@ def prepare_training(script_args, training_args, model_args, recipe: str | None 
     Raises:
         ValueError: no ``dataset_name`` or ``model_name_or_path``, a ``report_to`` tracker that is not installed
             (`check_trackers`), a ``resume_from_checkpoint`` that is no complete checkpoint, or an
-            ``output_dir`` holding another run (`check_output_dir`); see also
-            `hir_trl.load_hir_dataset` (`DatasetFormatError`) and `HiRTrainer`.
+            ``output_dir`` holding another run (`check_output_dir`); a ``reward_funcs`` entry that does not
+            import (`hir_trl.step.rewards.named_reward_functions`), a ``chat_template`` that does not read; see also
+            `hir_trl.data.loading.load_script_datasets` (the training and evaluation data, `DatasetFormatError`)
+            and `HiRTrainer`.
         hir_trl.judge.MissingJudgeKeyError: the data has soft constraints and the judge's key variable is unset.
     """
     from trl import get_peft_config, get_quantization_config
 
-    from ..data.loading import load_hir_dataset
+    from ..data.loading import load_script_datasets
+    from ..step.rewards import extra_rewards_problem, named_reward_functions
     from ..trainer import HiRTrainer
     from ..verifiers import import_verifier_modules
 
-    if not script_args.dataset_name:
-        raise ValueError("dataset_name is required: give a recipe (hir-trl train --config recipe.yaml, e.g. "
-                         "recipes/tiny/hir/config_cpu.yaml) or --dataset_name (a Hub dataset id or a local "
+    if not script_args.dataset_name and not script_args.datasets:
+        raise ValueError("dataset_name is required (or a datasets mixture): give a recipe (hir-trl train --config "
+                         "recipe.yaml, e.g. recipes/tiny/hir/config_cpu.yaml) or --dataset_name (a Hub dataset id or a local "
                          ".jsonl/.json/.parquet file or folder) and --model_name_or_path")
     if command == "plan":
         from .plan import main as plan_main
@@ -210,9 +213,12 @@ def prepare_training(script_args, training_args, model_args, recipe: str | None 
     if note is not None:
         print(f"hir-trl train: warning: {note}", file=sys.stderr)
     import_verifier_modules(script_args.verifier_modules)  # their register_verifier calls, before the data loads
-    dataset = load_hir_dataset(script_args.dataset_name, split=script_args.dataset_train_split,
-                               name=script_args.dataset_config, max_rows=script_args.dataset_max_rows,
-                               on_unverifiable=script_args.dataset_on_unverifiable)
+    reward_funcs = named_reward_functions(script_args.reward_funcs)  # trl grpo's names and dotted paths
+    dataset, eval_dataset = load_script_datasets(script_args, evaluate=training_args.eval_strategy != "no",
+                                                 seed=training_args.seed)
+    problem = extra_rewards_problem(reward_funcs, dataset.column_names, training_args.reward_weights)
+    if problem is not None:  # before the model is built or loaded
+        raise ValueError(problem)
     check_model_path(model_args.model_name_or_path, script_args.build_model)
     if script_args.build_model == "tiny":
         from ..models.tiny import ensure_tiny_model
@@ -231,9 +237,27 @@ def prepare_training(script_args, training_args, model_args, recipe: str | None 
         model_init_kwargs.update(training_args.model_init_kwargs)
     training_args.model_init_kwargs = model_init_kwargs
 
-    trainer = HiRTrainer(model=model_args.model_name_or_path, args=training_args, train_dataset=dataset,
-                         peft_config=get_peft_config(model_args),
-                         quantization_config=get_quantization_config(model_args), dataset_name=str(script_args.dataset_name))
+    processing_class = None
+    if script_args.chat_template is not None:  # the tokenizer GRPOTrainer would load, with the template set
+        from transformers import AutoProcessor
+
+        from ..data.chat import chat_template_text
+
+        template = chat_template_text(script_args.chat_template)
+        processing_class = AutoProcessor.from_pretrained(
+            model_args.model_name_or_path, revision=model_args.model_revision, truncation_side="left",
+            padding_side="left", trust_remote_code=training_args.trust_remote_code)
+        processing_class.chat_template = template
+    dataset_name = (str(script_args.dataset_name) if not script_args.datasets
+                    else " + ".join(str(d.data_files or d.path) for d in script_args.datasets))
+    trainer = HiRTrainer(model_args.model_name_or_path, reward_funcs, training_args, dataset, eval_dataset,
+                         processing_class, peft_config=get_peft_config(model_args),
+                         quantization_config=get_quantization_config(model_args), dataset_name=dataset_name)
+    if script_args.ignore_bias_buffers:  # as TRL's scripts: DDP skips boolean buffers (an LM's masks)
+        import torch
+
+        trainer.model._ddp_params_and_buffers_to_ignore = [
+            name for name, buffer in trainer.model.named_buffers() if buffer.dtype == torch.bool]
     from .console import use_step_lines
     use_step_lines(trainer)  # one console line per step; every metric still goes to trainer_state.json and trackers
     return trainer, dataset
@@ -274,7 +298,7 @@ def run_training(trainer, dataset, script_args, training_args) -> None:
     if trainer.args.should_save:
         mark_final_save(training_args.output_dir, trainer.state.global_step, trainer.state.max_steps)
     if training_args.push_to_hub:
-        trainer.push_to_hub(dataset_name=str(script_args.dataset_name))
+        trainer.push_to_hub(dataset_name=trainer.dataset_name)
     trainer.end()  # HiRTrainer.end: trackers, process group, and gloo's teardown pause
     if trainer.accelerator.is_main_process:
         print(training_summary(training_args.output_dir, trainer.state.log_history, dataset,

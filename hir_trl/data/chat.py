@@ -69,3 +69,48 @@ def completion_text(completion: Any) -> str:
     if isinstance(completion, list):
         return "".join(message_text(m) or "" for m in completion)
     raise TypeError(f"unsupported completion type {type(completion).__name__}")
+
+
+def with_system_prompt(messages: Sequence[Mapping[str, Any]], system_prompt: str) -> list[dict[str, Any]]:
+    """``messages`` with ``system_prompt`` as their system turn: put first, or replacing a first turn whose role is
+    ``system`` (``system_prompt`` of ``hir-trl train``)."""
+    rest = list(messages[1:] if messages and messages[0].get("role") == "system" else messages)
+    return [{"role": "system", "content": system_prompt}, *map(dict, rest)]
+
+
+def chat_template_text(value: str) -> str:
+    """The Jinja text of ``chat_template`` (``hir-trl train``): a ``.jinja``/``.j2`` file; the name of a template
+    TRL ships (``trl/chat_templates/<name>.jinja``, e.g. ``qwen2_5``); a tokenizer folder or Hub model id, whose
+    template is taken (as TRL's ``chat_template_path`` / `trl.clone_chat_template` read it, without adding tokens);
+    or, holding ``{{`` or ``{%``, the template itself.
+
+    Raises:
+        ValueError: one line: a template file that does not exist or cannot be read, or a value none of the above
+            reads (with the tokenizer's error).
+    """
+    from pathlib import Path
+
+    import trl
+
+    if "{{" in value or "{%" in value:
+        return value
+    path = Path(value).expanduser()
+    if path.suffix in (".jinja", ".j2"):
+        try:
+            return path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"chat_template: cannot read {path}: {exc.strerror or exc}") from None
+    shipped = Path(trl.__file__).parent / "chat_templates" / f"{value}.jinja"
+    if "/" not in value and shipped.is_file():
+        return shipped.read_text(encoding="utf-8")
+    from transformers import AutoTokenizer
+
+    try:
+        template = AutoTokenizer.from_pretrained(value).get_chat_template()
+    except Exception as exc:  # noqa: BLE001 - any failure to read it is the user's to fix: one line
+        names = sorted(p.stem for p in shipped.parent.glob("*.jinja"))
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ValueError(f"chat_template: {value!r} is no .jinja/.j2 file, no template TRL ships "
+                         f"({', '.join(names[:6])}, ...: {len(names)} in trl/chat_templates) and no tokenizer with a "
+                         f"chat template ({reason})") from None
+    return template

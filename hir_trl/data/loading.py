@@ -525,6 +525,100 @@ def load_hir_dataset(source: str | os.PathLike, split: str = "train", name: str 
     return datasets.Dataset.from_list(rows)
 
 
+#: The `datasets` builder of a local file given as a mixture entry's ``path`` (`load_script_datasets`).
+_MIXTURE_BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
+
+
+def _mixture(script: Any) -> Any:
+    """The rows of ``script.datasets`` (TRL's dataset mixture), read by TRL's own helper `trl.get_dataset` (its
+    ``columns`` and ``fraction``), unsplit, normalized; a local file as an entry's ``path`` is read as
+    ``path: json, data_files: <file>`` (``datasets.load_dataset`` takes no file as its path)."""
+    import dataclasses
+
+    from trl import DatasetMixtureConfig, get_dataset
+
+    entries = []
+    for entry in script.datasets:
+        path = Path(entry.path).expanduser()
+        if path.is_file() and entry.data_files is None:
+            if path.suffix not in _MIXTURE_BUILDERS:
+                raise _file_error(path, "datasets: a mixture reads .jsonl, .json or .parquet files, got "
+                                  f"{path.suffix!r}")
+            entry = dataclasses.replace(entry, path=_MIXTURE_BUILDERS[path.suffix], data_files=str(path))
+        elif not path.exists() and _looks_local(entry.path) and entry.data_files is None:
+            raise FileNotFoundError(f"datasets: dataset file {path} does not exist")
+        entries.append(entry)
+    mixture = get_dataset(DatasetMixtureConfig(datasets=entries))["train"]
+    return normalize_dataset(mixture, "datasets", script.dataset_on_unverifiable)
+
+
+def load_script_datasets(script: Any, *, evaluate: bool, seed: int) -> tuple[Any, Any]:
+    """The training and evaluation data of ``hir-trl train``'s script options (`hir_trl.configs.HiRScriptArguments`),
+    as ``trl grpo`` reads them, normalized.
+
+    - training rows: ``datasets`` (TRL's mixture, `trl.get_dataset`), else ``dataset_name`` (`load_hir_dataset`,
+      its ``dataset_train_split`` and ``dataset_config``); ``dataset_max_rows`` keeps the first rows;
+    - ``test_split_size``: that share (or count) of them is held out as the evaluation set (seeded with ``seed``,
+      so every rank and every re-run holds out the same rows);
+    - else, when ``evaluate`` (``eval_strategy`` is not ``no``, as ``trl grpo`` decides): the
+      ``dataset_test_split`` split of ``dataset_name``;
+    - ``system_prompt``: every row's system turn (`hir_trl.data.chat.with_system_prompt`).
+
+    Returns:
+        ``(train_dataset, eval_dataset or None)``, `datasets.Dataset` of normalized rows.
+
+    Raises:
+        ValueError: ``evaluate`` with a mixture and no ``test_split_size``, or with ``dataset_name`` a single
+            file (which has one split) and no ``test_split_size``; a single file with ``dataset_train_split`` other
+            than ``train`` or with ``dataset_config``; a held-out share that leaves no training or evaluation row.
+        DatasetFormatError, FileNotFoundError: as `load_hir_dataset`; a directory or Hub dataset without
+            ``dataset_test_split``.
+    """
+    from ..errors import one_line
+    from .chat import with_system_prompt
+
+    one_file = bool(script.dataset_name) and not script.datasets and Path(script.dataset_name).expanduser().is_file()
+    if one_file and (script.dataset_train_split != "train" or script.dataset_config):
+        option = (f"dataset_train_split: {script.dataset_train_split}" if script.dataset_train_split != "train"
+                  else f"dataset_config: {script.dataset_config}")
+        raise ValueError(f"{option} names a part of a dataset, but dataset_name {script.dataset_name} is one file: "
+                         "remove it, or give a dataset folder or Hub id")
+    if evaluate and script.test_split_size is None and (script.datasets or one_file):
+        what = "the datasets mixture" if script.datasets else f"dataset_name {script.dataset_name} (one file)"
+        raise ValueError(f"eval_strategy is set but {what} has no test split: set test_split_size (e.g. 0.1) to hold "
+                         "out part of the rows for evaluation" + (
+                             "" if script.datasets else ", or give a dataset folder or Hub id with a "
+                             f"{script.dataset_test_split!r} split (dataset_test_split)"))
+    if script.datasets:
+        train = _mixture(script)
+        if script.dataset_max_rows is not None:
+            train = train.select(range(min(script.dataset_max_rows, len(train))))
+    else:
+        train = load_hir_dataset(script.dataset_name, split=script.dataset_train_split, name=script.dataset_config,
+                                 max_rows=script.dataset_max_rows, on_unverifiable=script.dataset_on_unverifiable)
+    evaluation = None
+    if script.test_split_size is not None:
+        try:
+            parts = train.train_test_split(test_size=script.test_split_size, seed=seed)
+        except ValueError as exc:
+            raise ValueError(f"test_split_size: {script.test_split_size} of {len(train)} training rows: "
+                             f"{one_line(exc)}") from None
+        train, evaluation = parts["train"], parts["test"] if evaluate else None
+    elif evaluate:
+        evaluation = load_hir_dataset(script.dataset_name, split=script.dataset_test_split, name=script.dataset_config,
+                                      on_unverifiable=script.dataset_on_unverifiable)
+    if script.system_prompt is not None:
+        import datasets
+
+        def add(rows: Any) -> Any:
+            return datasets.Dataset.from_list(
+                [{**row, "prompt": with_system_prompt(row["prompt"], script.system_prompt)} for row in rows])
+
+        train = add(train)
+        evaluation = None if evaluation is None else add(evaluation)
+    return train, evaluation
+
+
 def normalize_dataset(dataset: Any, name: str = "train_dataset", on_unverifiable: str = "soft") -> Any:
     """The rows of a dataset given to `HiRTrainer`, normalized (see the module docstring); idempotent.
 

@@ -291,7 +291,8 @@ def trainer_reward(args: Any, train_dataset: Any, eval_dataset: Any = None, rewa
     Raises:
         TypeError: a reward that is not a function (a reward model: its id or module), or a second
             `ConstraintReward`.
-        ValueError: ``soft_constraints: skip`` leaves no training row; a `ConstraintReward` whose ``reward_mode``
+        ValueError: ``soft_constraints: skip`` leaves no training row; a reward function TRL's call would fail on
+            (`reward_call_problem`); a `ConstraintReward` whose ``reward_mode``
             differs from ``args.reward_mode`` (both named), a
             `ConstraintReward` that is not first, ``reward_weights`` of the wrong length, or extra reward functions
             with ``multi_objective_aggregation`` other than ``"sum_then_normalize"``.
@@ -334,10 +335,10 @@ def trainer_reward(args: Any, train_dataset: Any, eval_dataset: Any = None, rewa
             judge = build_judge(args)  # None without judge_model
         reward = ConstraintReward(judge=judge)
     reward.reward_mode = args.reward_mode
-    weights = getattr(args, "reward_weights", None)
-    if weights is not None and len(weights) != 1 + len(extras):
-        raise ValueError(f"reward_weights has {len(weights)} weight(s) for {1 + len(extras)} reward(s): one per reward, "
-                         "the constraint reward first, then each of reward_funcs' functions")
+    problem = extra_rewards_problem(extras, getattr(train_dataset, "column_names", None) or [],
+                                    getattr(args, "reward_weights", None))
+    if problem is not None:
+        raise ValueError(problem)
     aggregation = getattr(args, "multi_objective_aggregation", "sum_then_normalize")
     if extras and aggregation != "sum_then_normalize":
         raise ValueError("HiRTrainer sums the weighted rewards of every row, replays included "
@@ -345,6 +346,110 @@ def trainer_reward(args: Any, train_dataset: Any, eval_dataset: Any = None, rewa
     if reward.judge is None and args.soft_constraints == "judge":
         check_soft_constraints_judged(train_dataset, eval_dataset)
     return [reward, *map(checked_reward_function, extras)], train_dataset, eval_dataset
+
+
+#: The reward functions ``trl grpo`` knows by name (its ``reward_funcs_registry``), each built as it builds it
+#: (``get_soft_overlong_punishment`` with ``max_completion_len=1280, soft_punish_cache=256``).
+TRL_REWARD_FUNCTIONS: dict[str, Callable[[], Callable[..., Any]]] = {
+    "accuracy_reward": lambda: _trl_reward("accuracy_reward"),
+    "reasoning_accuracy_reward": lambda: _trl_reward("reasoning_accuracy_reward"),
+    "think_format_reward": lambda: _trl_reward("think_format_reward"),
+    "get_soft_overlong_punishment": lambda: _trl_reward("get_soft_overlong_punishment")(max_completion_len=1280,
+                                                                                          soft_punish_cache=256),
+}
+
+
+def _trl_reward(name: str) -> Callable[..., Any]:
+    from ..trl_internals import trl_rewards
+
+    return getattr(trl_rewards, name)
+
+
+def named_reward_functions(names: Sequence[str] | None) -> list[Callable[..., Any]]:
+    """The reward functions of ``reward_funcs`` names, as ``trl grpo`` resolves them (``trl/scripts/grpo.py``): a
+    name of `TRL_REWARD_FUNCTIONS` (TRL's ``trl.rewards``), or a dotted path ``module.function`` imported from
+    ``sys.path`` or the current directory (``trl.rewards.think_format_reward`` too). `HiRTrainer` adds them after
+    the constraint reward, weighted by ``reward_weights``, and calls them on each replay's own (q', y).
+
+    Returns:
+        The functions, in the order of ``names`` ([] for None).
+
+    Raises:
+        ValueError: one line naming the entry: a name that is neither TRL's nor dotted, a module that cannot be
+            imported (with the first line of its error), a module without that attribute, or an attribute that
+            is not callable.
+    """
+    import importlib
+    import os
+    import sys
+
+    functions = []
+    for name in names or ():
+        if name in TRL_REWARD_FUNCTIONS:
+            functions.append(TRL_REWARD_FUNCTIONS[name]())
+            continue
+        module_name, _, attribute = name.rpartition(".")
+        if not module_name or not attribute:
+            raise ValueError(f"reward_funcs: {name!r} is neither a reward function TRL names "
+                             f"({', '.join(TRL_REWARD_FUNCTIONS)}) nor a dotted path module.function")
+        if os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())  # as trl grpo: a module of the current directory
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:  # noqa: BLE001 - any failure of the user's module is reported as one line
+            reason = (str(exc).strip().splitlines() or [""])[0]
+            raise ValueError(f"reward_funcs: {name}: cannot import module {module_name!r}: {type(exc).__name__}: "
+                             f"{reason}") from exc
+        function = getattr(module, attribute, None)
+        if function is None:
+            raise ValueError(f"reward_funcs: {name}: module {module_name!r} has no {attribute!r}")
+        if not callable(function):
+            raise ValueError(f"reward_funcs: {name} is a {type(function).__name__}, not a reward function "
+                             "fn(prompts, completions, **kwargs) -> list[float | None]")
+        functions.append(function)
+    return functions
+
+
+#: What TRL passes every reward function besides the dataset columns (`GRPOTrainer._calculate_rewards`).
+_REWARD_CALL_KEYWORDS = ("prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric")
+
+
+def reward_call_problem(function: Callable[..., Any], columns: Sequence[str]) -> str | None:
+    """Why TRL's call of ``function`` would fail, or None: it is called with the keywords ``prompts``,
+    ``completions``, ``completion_ids``, ``trainer_state``, ``log_extra``, ``log_metric`` and one per dataset column
+    but ``prompt`` (`GRPOTrainer._calculate_rewards`; a replay's call, `hir_trl.trl_adapter.TRLPasses
+    .replay_reward_kwargs`, passes the same); a function that cannot bind them (no ``**kwargs``, or a required
+    parameter no column holds, such as ``accuracy_reward``'s ``solution``) would fail at the first step."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):  # a builtin or C callable without a signature: leave it to the call
+        return None
+    names = [*_REWARD_CALL_KEYWORDS, *(c for c in columns if c not in ("prompt", "completion", "completion_ids"))]
+    if "environments" in signature.parameters:
+        names.append("environments")
+    try:
+        signature.bind(**dict.fromkeys(names))
+    except TypeError as exc:
+        return (f"reward function {getattr(function, '__name__', function)!r} cannot take TRL's call "
+                f"fn({', '.join(_REWARD_CALL_KEYWORDS[:3])}, **columns) on these rows (columns: "
+                f"{', '.join(sorted(set(names) - set(_REWARD_CALL_KEYWORDS)))}): {exc}; give it **kwargs, and "
+                "no required parameter the rows do not hold")
+    return None
+
+
+def extra_rewards_problem(functions: Sequence[Callable[..., Any]], columns: Sequence[str],
+                          reward_weights: Sequence[float] | None) -> str | None:
+    """The first problem of the extra reward functions of a `HiRTrainer`, as one line, or None: ``reward_weights``
+    whose count is not one per reward (the constraint reward's first), or a function TRL's call would fail on
+    (`reward_call_problem`). `trainer_reward` and ``hir-trl train`` (before the model loads) ask it."""
+    if reward_weights is not None and len(reward_weights) != 1 + len(functions):
+        return (f"reward_weights has {len(reward_weights)} weight(s) for {1 + len(functions)} reward(s): one per "
+                "reward, the constraint reward first, then each of reward_funcs' functions")
+    for function in functions:
+        problem = reward_call_problem(function, columns)
+        if problem is not None:
+            return problem
+    return None
 
 
 def _is_module(function: Any) -> bool:
