@@ -14,11 +14,18 @@ behaviour changes.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from collections import defaultdict, deque
 from collections.abc import Awaitable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
+
+logger = logging.getLogger(__name__)
+
+#: What ``push_completions: false`` leaves out of an upload of ``output_dir``: TRL's completion logs
+#: (``completions/completions_<step>.parquet``, written by `GRPOTrainer.log`).
+COMPLETIONS_PATTERNS = ("completions/*",)
 
 #: Completion-log buffers of ``GRPOTrainer._logs`` that hold one value per logged row.
 ROW_BUFFERS = ("prompt", "completion", "advantages")
@@ -75,7 +82,62 @@ class TRLPasses:
         if self.trainer.accelerator.device.type == "cuda":
             self.timer = StepTimer(torch.cuda.synchronize)
         self.no_recording_reason = self.sampling_record_problem()
+        self.record_adapter_base()
+        note = self.hub_upload_note()
+        if note is not None and self.trainer.accelerator.is_main_process:
+            logger.warning("hir-trl: %s", note)
         return self.no_recording_reason
+
+    # ---------------------------------------------------------------- the Hub
+    def record_adapter_base(self) -> dict[str, str]:
+        """The base a LoRA adapter of the trained model records (peft's ``peft_config[name].base_model_name_or_path``,
+        written to ``adapter_config.json`` at every save): the Hub id of a local base when known, else its absolute
+        path (`hir_trl.models.smollm2.record_adapter_base`)."""
+        from .models.smollm2 import record_adapter_base
+
+        return record_adapter_base(self.trainer.model)
+
+    def hub_upload_note(self) -> str | None:
+        """One line when an upload (``push_to_hub``) will carry the completion logs (``log_completions``, kept in
+        ``output_dir/completions/``), or leave them out (``push_completions: false``); None without both."""
+        args = self.args
+        if not (args.push_to_hub and args.log_completions):
+            return None
+        if getattr(args, "push_completions", True):
+            return (f"push_to_hub uploads the completion logs ({args.output_dir}/completions/: every prompt and "
+                    "completion of training) with the model; pass --push_completions false to leave them out")
+        return f"push_to_hub leaves the completion logs ({args.output_dir}/completions/) out of every upload"
+
+    @contextmanager
+    def hub_upload(self) -> Iterator[None]:
+        """Within this context, transformers' uploads of ``output_dir`` (`Trainer.push_to_hub` and
+        `Trainer._push_from_checkpoint`, which call ``transformers.trainer.hf_api().upload_folder`` with
+        ``ignore_patterns=["_*", "checkpoint-*"]``) also leave out `COMPLETIONS_PATTERNS` when ``push_completions``
+        is off. The patterns are bound when ``upload_folder`` is called, so an upload that runs on afterwards in the
+        background (``hub_strategy: every_save``) keeps them."""
+        if getattr(self.args, "push_completions", True) or not self.args.log_completions:
+            yield
+            return
+        import transformers.trainer as trainer_module
+
+        original = trainer_module.hf_api
+
+        class LeavingOut:
+            def __init__(self, api: Any) -> None:
+                self.api = api
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self.api, name)
+
+            def upload_folder(self, *args: Any, ignore_patterns: Any = None, **kwargs: Any) -> Any:
+                patterns = [ignore_patterns] if isinstance(ignore_patterns, str) else list(ignore_patterns or [])
+                return self.api.upload_folder(*args, ignore_patterns=[*patterns, *COMPLETIONS_PATTERNS], **kwargs)
+
+        trainer_module.hf_api = lambda *args, **kwargs: LeavingOut(original(*args, **kwargs))
+        try:
+            yield
+        finally:
+            trainer_module.hf_api = original
 
     # ---------------------------------------------------------------- settings
     args = property(lambda self: self.trainer.args)

