@@ -160,6 +160,8 @@ class HiRConfig(GRPOConfig):
         judge_extra_kwargs, judge_cache_dir, rejudge_replays:
             The LLM judge of soft constraints (paper Appendix "Evaluation Prompt"), see `hir_trl.judge` and each
             field's help. ``judge_api_key_env`` is the NAME of the variable holding the key, never the key.
+        push_completions: with ``push_to_hub`` and ``log_completions``, whether the completion logs
+            (``output_dir/completions/``) go up with the model (`hir_trl.trl_adapter.TRLPasses.hub_upload`).
 
     Raises:
         ValueError: the first problem `validate` finds, in its order (one line naming the field): a field whose
@@ -404,6 +406,12 @@ class HiRConfig(GRPOConfig):
         default=False,
         metadata={"help": "Re-judge the soft constraints a replay keeps under its hindsight instruction q' (counted "
                   "and cached). Off (paper): a replay keeps only satisfied constraints, so its reward is 1."},
+    )
+    push_completions: bool = field(
+        default=True,
+        metadata={"help": "With push_to_hub and log_completions: upload the completion logs (output_dir/completions/, "
+                  "every prompt and completion of training) with the model, as TRL does (said in one line when "
+                  "training starts). False: leave them out of every upload; they stay in output_dir."},
     )
 
     def __post_init__(self) -> None:

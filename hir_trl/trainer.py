@@ -308,6 +308,18 @@ class HiRTrainer(GRPOTrainer):
                             reward_func_names=list(self.reward_func_names),
                             resumed_from=getattr(self, "resumed_from", None))
 
+    def push_to_hub(self, *args: Any, **kwargs: Any) -> Any:
+        """Override of `transformers.Trainer.push_to_hub`: super's, leaving the completion logs out of the upload
+        when ``push_completions`` is off (`hir_trl.trl_adapter.TRLPasses.hub_upload`)."""
+        with self.hir_passes.hub_upload():
+            return super().push_to_hub(*args, **kwargs)
+
+    def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
+        """Override of `transformers.Trainer._push_from_checkpoint` (``hub_strategy`` uploads at each save): super's,
+        leaving the completion logs out when ``push_completions`` is off (`TRLPasses.hub_upload`)."""
+        with self.hir_passes.hub_upload():
+            super()._push_from_checkpoint(checkpoint_folder)
+
     def end(self) -> None:
         """Override of `transformers.Trainer.end` (present from transformers 5.18; before it,
         `accelerate.Accelerator.end_training`): finish the trackers and destroy the process group, then, on a
