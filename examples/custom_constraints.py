@@ -14,7 +14,7 @@ Runs on CPU in well under a minute with a random-init tiny model built locally (
    (``acme/mentions`` has a loose check).
 
 The same family reaches the command line through a module: ``verifier_modules: [my_pkg.constraints]`` in a recipe,
-``hir-trl eval score --verifier-modules my_pkg.constraints ...``, ``hir-trl synth --verifier_modules ...``.
+``hir-trl eval score --verifier_modules my_pkg.constraints ...``, ``hir-trl synth --verifier_modules ...``.
 """
 
 from __future__ import annotations
