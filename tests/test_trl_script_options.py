@@ -55,6 +55,25 @@ def test_each_trl_script_option_is_honoured_or_refused_in_the_table():
     assert all(how.startswith(("honoured", "refused")) for how in TRL_SCRIPT_OPTIONS.values())
 
 
+def test_the_docs_recipe_snippets_parse_as_written():
+    """docs/data.md's mixture block and docs/verifiers.md's reward_funcs block are script options as written."""
+    import re
+
+    import yaml
+
+    from .testing_utils import REPO_ROOT
+
+    blocks = {page: [textwrap.dedent(b) for b in re.findall(r"^ *```yaml\n(.*?)^ *```", (
+        REPO_ROOT / "docs" / page).read_text(encoding="utf-8"), re.S | re.M)] for page in ("data.md", "verifiers.md")}
+    mixture = next(yaml.safe_load(b) for b in blocks["data.md"] if "datasets:" in b)
+    script = _script(**mixture)
+    assert [d.path for d in script.datasets] == ["data/hir16k_ifeval.jsonl", "sastpg/HIR-16K"]
+    assert [d.fraction for d in script.datasets] == [0.7, 0.3] and script.test_split_size == 0.05
+    rewards = next(yaml.safe_load(b) for b in blocks["verifiers.md"] if "reward_funcs:" in b)
+    assert _script(reward_funcs=rewards["reward_funcs"]).reward_funcs == ["my_rewards.brevity", "think_format_reward"]
+    assert len(rewards["reward_weights"]) == 1 + len(rewards["reward_funcs"])
+
+
 # ------------------------------------------------------------------------------------------------- reward_funcs
 
 REWARD_MODULE = textwrap.dedent('''

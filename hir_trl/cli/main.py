@@ -175,8 +175,8 @@ def prepare_training(script_args, training_args, model_args, recipe: str | None 
 
     if not script_args.dataset_name and not script_args.datasets:
         raise ValueError("dataset_name is required (or a datasets mixture): give a recipe (hir-trl train --config "
-                         "recipe.yaml, e.g. recipes/tiny/hir/config_cpu.yaml) or --dataset_name (a Hub dataset id or a local "
-                         ".jsonl/.json/.parquet file or folder) and --model_name_or_path")
+                         "recipe.yaml, e.g. recipes/tiny/hir/config_cpu.yaml) or --dataset_name (a Hub dataset id or "
+                         "a local .jsonl/.json/.parquet file or folder) and --model_name_or_path")
     if command == "plan":
         from .plan import main as plan_main
 
