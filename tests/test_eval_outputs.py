@@ -71,7 +71,8 @@ def _snapshot(*paths):
 # ------------------------------------------------------------------------------ eval score: never over an input
 
 
-@pytest.mark.parametrize("how", ["same", "dotted", "absolute", "symlink", "hardlink", "benchmark", "table", "plot"])
+@pytest.mark.parametrize("how", ["same", "dotted", "absolute", "symlink", "hardlink", "benchmark", "table", "plot",
+                                 "judge_cache", "module"])
 def test_score_never_writes_over_an_input(files, capsys, how):
     if how == "symlink":
         os.symlink(files.responses, files.root / "link.json")
@@ -81,7 +82,11 @@ def test_score_never_writes_over_an_input(files, capsys, how):
              "absolute": ["--output", files.responses], "symlink": ["--output", "link.json"],
              "hardlink": ["--output", "hard.json"], "benchmark": ["-o", "bench.jsonl"],
              "table": ["--output", "responses.json"],  # its table would be responses.txt: not an input; see below
-             "plot": ["--plot", "bench.jsonl"]}[how]
+             "plot": ["--plot", "bench.jsonl"],
+             "judge_cache": ["--judge_model", "hosted_vllm/j", "--judge_api_key_env", "", "--judge_cache_dir", "cache",
+                             "--output", "cache/judge_cache.sqlite3"],
+             "module": ["--verifier_modules", "mine.py", "--output", "mine.py"]}[how]
+    (files.root / "mine.py").write_text("")
     (files.root / "sub").mkdir()
     if how == "table":  # the table beside the report is an input
         (files.root / "responses.txt").write_text("a note of mine")

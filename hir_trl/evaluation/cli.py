@@ -323,7 +323,7 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def input_paths(args: Arguments) -> list[tuple[str, Path]]:
     """Every local file or folder the command reads, with the flag that names it: benchmark files (not Hub
-    names), responses files, verifier module files, the model folder."""
+    names), responses files, verifier module files, the judge's cache database, the model folder."""
     found = []
     for spec in getattr(args, "benchmark", None) or []:
         path = Path(_benchmark_spec(spec)[1]).expanduser()
@@ -332,6 +332,8 @@ def input_paths(args: Arguments) -> list[tuple[str, Path]]:
     found += [("--responses", Path(p).expanduser()) for p in getattr(args, "responses", None) or []]
     found += [("--verifier_modules", Path(m).expanduser()) for m in getattr(args, "verifier_modules", None) or []
               if m.endswith(".py")]
+    if getattr(args, "judge_cache_dir", None):
+        found.append(("--judge_cache_dir", Path(args.judge_cache_dir).expanduser() / "judge_cache.sqlite3"))
     model = getattr(args, "model_name_or_path", None)
     if model and Path(model).expanduser().is_dir():
         found.append(("--model_name_or_path", Path(model).expanduser()))
