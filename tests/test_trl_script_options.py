@@ -302,6 +302,31 @@ def test_chat_template_reads_a_file_a_trl_name_a_tokenizer_or_the_text(tmp_path,
         assert "\n" not in str(caught.value) and str(caught.value).startswith("chat_template: ")
 
 
+def test_ignore_bias_buffers_names_the_boolean_buffers_for_ddp(tmp_path):
+    """``ignore_bias_buffers: true`` is honoured as TRL's scripts honour it (trl/scripts/dpo.py): the model's boolean
+    buffers are named in ``_ddp_params_and_buffers_to_ignore``, which DDP skips; without it nothing is set."""
+    import torch
+
+    from hir_trl.cli.main import parse_train_args, prepare_training
+    from hir_trl.run_folder import release_run_folder
+
+    from .testing_utils import TINY_RECIPE
+
+    for flag, out in (("true", "on"), ("false", "off")):
+        parsed = parse_train_args(["--config", str(TINY_RECIPE), "--output_dir", str(tmp_path / out),
+                                   "--model_name_or_path", str(tmp_path / "model"), "--ignore_bias_buffers", flag])
+        try:
+            trainer, _ = prepare_training(*parsed)
+        finally:
+            release_run_folder()
+        model = trainer.model
+        if flag == "true":
+            assert model._ddp_params_and_buffers_to_ignore == [
+                name for name, buffer in model.named_buffers() if buffer.dtype == torch.bool]
+        else:
+            assert not hasattr(model, "_ddp_params_and_buffers_to_ignore")
+
+
 # ----------------------------------------------------------------------------------- HiRTrainer's argument order
 
 
