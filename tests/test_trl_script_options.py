@@ -221,7 +221,7 @@ def test_a_mixture_is_read_by_trls_helper_and_normalized(tmp_path):
     assert len(load_script_datasets(capped, evaluate=False, seed=0)[0]) == 5
 
 
-def test_test_split_size_holds_out_the_same_rows_every_time(tmp_path):
+def test_test_split_size_holds_out_the_same_rows_every_time(tmp_path, caplog):
     for script in (_script(dataset_name=str(SAMPLE_DATA), test_split_size=0.25),
                    _script(datasets=[str(SAMPLE_DATA)], test_split_size=0.25)):
         first_train, first_eval = load_script_datasets(script, evaluate=True, seed=7)
@@ -229,12 +229,15 @@ def test_test_split_size_holds_out_the_same_rows_every_time(tmp_path):
         assert len(first_eval) == 16 and len(first_train) == 48
         assert first_eval["row_id"] == again_eval["row_id"] and first_train["row_id"] == again_train["row_id"]
         assert not set(first_eval["row_id"]) & set(first_train["row_id"])
-        # without evaluation the same rows are still held out (as trl grpo's mixture does), none is evaluated
+        # without evaluation the same rows are still held out (as trl grpo's mixture does), none is evaluated: said
+        caplog.clear()
         train_only, none = load_script_datasets(script, evaluate=False, seed=7)
         assert none is None and train_only["row_id"] == first_train["row_id"]
+        assert "test_split_size holds out 16 of 64 training rows" in caplog.text
+        assert "eval_strategy is 'no'" in caplog.text
 
 
-def test_dataset_test_split_is_the_evaluation_set_with_eval_strategy(tmp_path):
+def test_dataset_test_split_is_the_evaluation_set_with_eval_strategy(tmp_path, caplog):
     lines = SAMPLE_DATA.read_text(encoding="utf-8").splitlines()
     folder = tmp_path / "data"
     folder.mkdir()
@@ -247,6 +250,10 @@ def test_dataset_test_split_is_the_evaluation_set_with_eval_strategy(tmp_path):
                                          evaluate=True, seed=0)
     assert len(validation) == 2
     assert load_script_datasets(_script(dataset_name=str(folder)), evaluate=False, seed=0)[1] is None
+    assert "dataset_test_split" not in caplog.text  # the default, unused as in trl grpo: nothing to say
+    assert load_script_datasets(_script(dataset_name=str(folder), dataset_test_split="validation"), evaluate=False,
+                                seed=0)[1] is None
+    assert "dataset_test_split: validation is read only when eval_strategy is not 'no'" in caplog.text
     with pytest.raises(DatasetFormatError, match="has no 'dev' split"):
         load_script_datasets(_script(dataset_name=str(folder), dataset_test_split="dev"), evaluate=True, seed=0)
 

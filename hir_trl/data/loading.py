@@ -561,7 +561,8 @@ def load_script_datasets(script: Any, *, evaluate: bool, seed: int) -> tuple[Any
     - ``test_split_size``: that share (or count) of them is held out as the evaluation set (seeded with ``seed``,
       so every rank and every re-run holds out the same rows);
     - else, when ``evaluate`` (``eval_strategy`` is not ``no``, as ``trl grpo`` decides): the
-      ``dataset_test_split`` split of ``dataset_name``;
+      ``dataset_test_split`` split of ``dataset_name``; a ``dataset_test_split`` other than ``test`` without
+      ``evaluate``, or rows held out by ``test_split_size`` that nothing evaluates, is logged as a warning;
     - ``system_prompt``: every row's system turn (`hir_trl.data.chat.with_system_prompt`).
 
     Returns:
@@ -589,6 +590,9 @@ def load_script_datasets(script: Any, *, evaluate: bool, seed: int) -> tuple[Any
                          "out part of the rows for evaluation" + (
                              "" if script.datasets else ", or give a dataset folder or Hub id with a "
                              f"{script.dataset_test_split!r} split (dataset_test_split)"))
+    if not evaluate and script.dataset_test_split != "test":
+        logger.warning("dataset_test_split: %s is read only when eval_strategy is not 'no' (as in trl grpo): no "
+                       "evaluation set is loaded", script.dataset_test_split)
     if script.datasets:
         train = _mixture(script)
         if script.dataset_max_rows is not None:
@@ -604,6 +608,10 @@ def load_script_datasets(script: Any, *, evaluate: bool, seed: int) -> tuple[Any
             raise ValueError(f"test_split_size: {script.test_split_size} of {len(train)} training rows: "
                              f"{one_line(exc)}") from None
         train, evaluation = parts["train"], parts["test"] if evaluate else None
+        if not evaluate:
+            logger.warning("test_split_size holds out %d of %d training rows for evaluation, but eval_strategy is "
+                           "'no': they are neither trained on nor evaluated (set eval_strategy, or remove "
+                           "test_split_size)", len(parts["test"]), len(parts["train"]) + len(parts["test"]))
     elif evaluate:
         evaluation = load_hir_dataset(script.dataset_name, split=script.dataset_test_split, name=script.dataset_config,
                                       on_unverifiable=script.dataset_on_unverifiable)
