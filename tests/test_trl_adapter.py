@@ -178,6 +178,16 @@ def test_trl_internals_behave_as_hir_uses_them(tiny_model_path):
     with trl_internals.disable_gradient_checkpointing(model, None):
         assert not any(getattr(m, "gradient_checkpointing", False) for m in model.modules())
     assert any(getattr(m, "gradient_checkpointing", False) for m in model.modules())
+    # GRPOScriptArguments, DatasetConfig: trl grpo's script options, which `hir_trl.configs.HiRScriptArguments` takes
+    import dataclasses
+
+    assert {"reward_funcs", "reward_model_name_or_path", "dataset_streaming", "dataset_test_split"} <= {
+        f.name for f in dataclasses.fields(trl_internals.GRPOScriptArguments)}
+    assert [f.name for f in dataclasses.fields(trl_internals.DatasetConfig)] == [
+        "path", "name", "data_dir", "data_files", "split", "columns", "fraction"]
+    # trl_rewards: the reward functions trl grpo names (`hir_trl.step.rewards.TRL_REWARD_FUNCTIONS`)
+    assert trl_internals.trl_rewards.think_format_reward(
+        completions=[[{"content": "<think>a</think>b"}], [{"content": "b"}]], prompts=["q", "q"]) == [1.0, 0.0]
 
 
 def test_a_replays_async_rewards_run_together_on_trls_event_loop(tmp_path, tiny_model_path, sample_dataset):
