@@ -591,37 +591,69 @@ def script_option_problem(script: Any) -> str | None:
 _KIND_NAMES = {int: "an integer", float: "a number", bool: "true or false"}
 
 
+#: Fields TRL declares Optional whose None nothing reads as "unset": ``num_generations: null`` fails inside TRL's
+#: arithmetic, ``max_completion_length: null`` leaves generation at the model's default length.
+_NOT_NONE = ("num_generations", "max_completion_length")
+#: List fields whose reader also takes one string (one module; PEFT's target-module regex).
+_STRING_FOR_LIST = ("verifier_modules", "lora_target_modules", "lora_target_parameters", "lora_modules_to_save")
+
+
 @functools.cache
-def _simple_field_types(cls: type) -> dict[str, type]:
-    """Fields of dataclass ``cls`` declared as int, float or bool (or Optional of one of them): name -> type."""
+def _simple_field_types(cls: type) -> dict[str, tuple[type, bool]]:
+    """Fields of dataclass ``cls`` declared as int, float, bool or list (or Optional of one of them): name ->
+    (type, whether None is a value it takes: declared Optional, or None by default, and not in `_NOT_NONE`)."""
     hints = typing.get_type_hints(cls)
     kinds = {}
     for f in dataclasses.fields(cls):
         hint = hints.get(f.name)
+        optional = f.default is None
         if typing.get_origin(hint) in (typing.Union, types.UnionType):
             core = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+            optional = optional or len(core) < len(typing.get_args(hint))
             hint = core[0] if len(core) == 1 else None
-        if hint in _KIND_NAMES:
-            kinds[f.name] = hint
+        if typing.get_origin(hint) is list:
+            hint = list
+        if hint in _KIND_NAMES or hint is list:
+            kinds[f.name] = (hint, optional and f.name not in _NOT_NONE)
     return kinds
+
+
+def _default_of(cls: type, name: str) -> Any:
+    field_ = next(f for f in dataclasses.fields(cls) if f.name == name)
+    if field_.default is not dataclasses.MISSING:
+        return field_.default
+    return field_.default_factory() if field_.default_factory is not dataclasses.MISSING else dataclasses.MISSING
 
 
 def field_type_problem(config: Any) -> str | None:
     """The first field of the dataclass instance ``config`` whose value does not have its declared type, or None.
 
-    Checks the fields declared as ``int``, ``float`` or ``bool`` (or Optional of one, which also take None):
-    an integer field refuses a float (``max_steps: 2.5`` in a recipe), a bool or a string; a float field
+    Checks the fields declared as ``int``, ``float``, ``bool`` or a list (or Optional of one, which also take
+    None): an integer field refuses a float (``max_steps: 2.5`` in a recipe), a bool or a string; a float field
     refuses a bool or a string; a boolean field refuses anything but true/false (a string ``"false"`` would
-    be truthy). Values from the command line are already converted by the parser; recipe (YAML) values are not,
+    be truthy); a list field refuses a single value (``reward_weights: "1,2"``, ``reward_funcs: my.fn``; except
+    `_STRING_FOR_LIST`); a field that is not Optional refuses None (``num_generations: null``), the message giving
+    its default. Values from the command line are already converted by the parser; recipe (YAML) values are not,
     so this is what catches them at parse time, before a model is loaded.
 
     Returns:
-        A message naming the field and the value, or None.
+        A message naming the field, the value and the fix, or None.
     """
-    for name, kind in _simple_field_types(type(config)).items():
+    for name, (kind, optional) in _simple_field_types(type(config)).items():
         value = getattr(config, name)
         if value is None:
-            continue
+            if optional:
+                continue
+            default = _default_of(type(config), name)
+            fix = (f"leave it out to use the default ({default!r})" if default not in (dataclasses.MISSING, None)
+                   else "give a value")
+            what = "a list" if kind is list else _KIND_NAMES[kind]
+            return f"{name} must be {what}, got None (null): {fix}"
+        if kind is list:
+            if isinstance(value, (list, tuple)) or (name in _STRING_FOR_LIST and isinstance(value, str)):
+                continue
+            return (f"{name} must be a list (in a recipe: [a, b], or one '- item' per line; on the command line: "
+                    f"--{name} a b), got {value!r} ({type(value).__name__})")
         if kind is bool:
             ok = isinstance(value, bool)
         elif kind is int:
@@ -629,8 +661,19 @@ def field_type_problem(config: Any) -> str | None:
         else:
             ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
         if not ok:
-            return f"{name} must be {_KIND_NAMES[kind]}, got {value!r} ({type(value).__name__})"
+            hint = ""
+            if kind is not bool and isinstance(value, str) and _reads_as_number(value):
+                hint = ": write it as a number (YAML reads 1e-5 as text; write 1.0e-5)"
+            return f"{name} must be {_KIND_NAMES[kind]}, got {value!r} ({type(value).__name__}){hint}"
     return None
+
+
+def _reads_as_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def choice_problem(config: Any, cls: type | None = None) -> str | None:
@@ -646,11 +689,49 @@ def choice_problem(config: Any, cls: type | None = None) -> str | None:
     return None
 
 
+#: ``(field, allowed, why)`` of the sampling and optimisation numbers a run cannot train with: a value outside
+#: ``allowed`` trains nothing (a negative ``beta``, ``epsilon``, ``learning_rate``; greedy sampling, whose m
+#: completions are the same), fails mid-run (transformers' or torch's own checks) or inside TRL's arithmetic (a
+#: zero batch size). None is allowed where the field is Optional.
+_RANGES: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
+    ("learning_rate", lambda v: v > 0, "> 0 (a step of 0 trains nothing, a negative one climbs the loss)"),
+    ("per_device_train_batch_size", lambda v: v >= 1, ">= 1"),
+    ("gradient_accumulation_steps", lambda v: v >= 1, ">= 1"),
+    ("steps_per_generation", lambda v: v >= 1, ">= 1 (or unset: gradient_accumulation_steps)"),
+    ("generation_batch_size", lambda v: v >= 1, ">= 1 (or unset)"),
+    ("num_iterations", lambda v: v >= 1, ">= 1 (optimisation passes per generation batch)"),
+    ("beta", lambda v: v >= 0, ">= 0 (the KL coefficient; 0 turns the KL term off; a negative one rewards moving "
+                               "away from the reference model)"),
+    ("epsilon", lambda v: v >= 0, ">= 0 (the clip range's lower side, 1 - epsilon; paper: 0.2)"),
+    ("epsilon_high", lambda v: v >= 0, ">= 0 (the clip range's upper side, 1 + epsilon_high; unset: epsilon)"),
+    ("delta", lambda v: v > 1, "> 1 (the two-sided clip's upper bound on the ratio, recommended > 1 + epsilon; "
+                               "unset: off)"),
+    ("top_k", lambda v: v == 0 or v >= 2, ">= 2, or 0 for no top-k filtering (-1, vLLM's 'off', is 0 here; 1 "
+                                          "samples greedily: a group's m completions would all be the same)"),
+    ("top_p", lambda v: 0 < v <= 1, "in (0, 1] (1: off)"),
+    ("min_p", lambda v: 0 <= v < 1, "in [0, 1) (unset: off; 1 samples greedily)"),
+    ("repetition_penalty", lambda v: v > 0, "> 0 (1: off)"),
+    ("top_entropy_quantile", lambda v: 0 <= v <= 1, "in [0, 1] (1: every token)"),
+    ("adam_beta1", lambda v: 0 <= v < 1, "in [0, 1)"),
+    ("adam_beta2", lambda v: 0 <= v < 1, "in [0, 1)"),
+    ("adam_epsilon", lambda v: v >= 0, ">= 0"),
+)
+
+
 def range_problem(args: Any) -> str | None:
-    """A number out of its range: ``temperature``, ``max_completion_length``, ``max_steps``, ``max_prompt_length``
-    and HiR's ``num_replays``, ``lambda_0``, ``eta``, ``replay_min_satisfied``, ``replay_weight``, and k < m."""
+    """A number out of its range: ``temperature``, ``max_completion_length``, ``max_steps``, ``num_generations``,
+    ``max_prompt_length``, the `_RANGES` (``learning_rate``, the batch sizes, ``beta``, ``epsilon``,
+    ``epsilon_high``, ``delta``, ``top_k``, ``top_p``, ...) and HiR's ``num_replays``, ``lambda_0``, ``eta``,
+    ``replay_min_satisfied``, ``replay_weight``, and k < m."""
     if not (math.isfinite(args.temperature) and args.temperature > 0):  # TRL divides the logits by it
         return f"temperature must be > 0 (the m completions of a group are sampled; paper: 1.0), got {args.temperature}"
+    for name, allowed, why in _RANGES:
+        value = getattr(args, name, None)
+        if _number(value) and math.isfinite(value) and not allowed(value):
+            return f"{name} must be {why}, got {value}"
+    if args.num_generations < 2:  # TRL's own check comes after its arithmetic divides by it
+        return (f"num_generations must be >= 2 (a group's advantages compare its m completions; paper: 6), got "
+                f"{args.num_generations}")
     if args.max_completion_length is not None and args.max_completion_length < 1:
         return f"max_completion_length must be >= 1 (tokens per completion), got {args.max_completion_length}"
     if args.max_steps == 0 or args.max_steps < -1:  # transformers would take it as "not set" and train

@@ -3,17 +3,21 @@
 Two kinds, each stopping the run with a message that names the cause (`NonFiniteTrainingError` or `RewardFunctionError`,
 `ValueError` subclasses printed by ``hir-trl train`` as one line with exit status 2; nothing that looks like a result is saved):
 
-- `checked_reward_function`: wraps a TRL-style reward function so that what it returns is checked on every call:
-  one number (or None) per completion, each finite; a string, a scalar or NaN/inf names the function.
+- `checked_reward_function`: wraps a TRL-style reward function so that it gets its own copies of the rows (what it
+  changes in them stays its own) and what it returns is checked on every call: one number (or None) per completion,
+  each finite; a string, a scalar or NaN/inf names the function.
 - `NonFiniteGuard`: a `transformers.TrainerCallback` that stops training before the optimizer applies a gradient
   that is not finite, and after a step that leaves a parameter or the logged loss non-finite.
 
 Settings that cannot train (a non-finite ``learning_rate`` or reward weight, nothing to train, a credential in an
-option) are refused before a run starts, when the `hir_trl.HiRConfig` is built (`hir_trl.configs.validate`).
+option) are refused before a run starts, when the `hir_trl.HiRConfig` is built (`hir_trl.configs.validate`); training
+data with fewer rows than one step's prompts when the trainer is built (`check_enough_rows`), and a run that still
+ends without an optimizer step when it ends (`NothingTrainedGuard`).
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 import numbers
@@ -25,6 +29,10 @@ from transformers import TrainerCallback
 
 class NonFiniteTrainingError(ValueError):
     """Training met a NaN or inf (a reward, the loss, a gradient or a parameter); the message names where."""
+
+
+class NothingTrainedError(ValueError):
+    """Training would train, or trained, no optimizer step: the data holds fewer prompts than one step samples."""
 
 
 class RewardFunctionError(ValueError):
@@ -72,9 +80,26 @@ def check_rewards(name: str, rewards: Any, expected: int) -> list[float | None]:
     return values
 
 
+#: Reward-function arguments shared with the trainer, never copied: TRL's state, its logging callbacks and the
+#: rows' environments (objects a function may act on).
+SHARED_REWARD_ARGUMENTS = frozenset({"trainer_state", "log_extra", "log_metric", "environments"})
+
+
+def own_copies(args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """A reward function's own copies of its call's arguments: every list, tuple or dict (``prompts``,
+    ``completions``, ``completion_ids``, the dataset columns) deep-copied, `SHARED_REWARD_ARGUMENTS` as they are; so
+    that a function that changes its input (``completions[i] = ...``, ``c[0]["content"] += ...``) changes neither
+    the next function's input nor the completion log, nor a replay's rewards."""
+    def own(value: Any) -> Any:
+        return copy.deepcopy(value) if isinstance(value, (list, tuple, dict)) else value
+
+    return [own(a) for a in args], {k: v if k in SHARED_REWARD_ARGUMENTS else own(v) for k, v in kwargs.items()}
+
+
 def checked_reward_function(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``function`` (a TRL-style reward function, sync or ``async def``) with its results checked on every call by
-    `check_rewards`; the wrapper keeps its ``__name__`` (TRL's metric names) and signature."""
+    """``function`` (a TRL-style reward function, sync or ``async def``) called with its own copies of its arguments
+    (`own_copies`), with its results checked on every call by `check_rewards`; the wrapper keeps its ``__name__``
+    (TRL's metric names) and signature."""
     from .trl_internals import get_callable_name, is_async_callable
 
     if getattr(function, "__hir_checked__", False):
@@ -84,7 +109,9 @@ def checked_reward_function(function: Callable[..., Any]) -> Callable[..., Any]:
     if is_async_callable(function):
         @functools.wraps(function)
         async def checked_async(*args: Any, **kwargs: Any) -> list[float | None]:
-            return check_rewards(name, await function(*args, **kwargs), len(kwargs.get("completions", ())))
+            expected = len(kwargs.get("completions", ()))
+            args, kwargs = own_copies(args, kwargs)
+            return check_rewards(name, await function(*args, **kwargs), expected)
 
         checked_async.__name__ = name
         checked_async.__hir_checked__ = True
@@ -92,7 +119,9 @@ def checked_reward_function(function: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(function)
     def checked(*args: Any, **kwargs: Any) -> list[float | None]:
-        return check_rewards(name, function(*args, **kwargs), len(kwargs.get("completions", ())))
+        expected = len(kwargs.get("completions", ()))
+        args, kwargs = own_copies(args, kwargs)
+        return check_rewards(name, function(*args, **kwargs), expected)
 
     checked.__name__ = name
     checked.__hir_checked__ = True
@@ -156,4 +185,54 @@ class NonFiniteGuard(TrainerCallback):
                 raise NonFiniteTrainingError(f"step {state.global_step}: {key} is {value}; {self._CAUSES}")
 
 
-__all__ = ["NonFiniteGuard", "NonFiniteTrainingError", "RewardFunctionError", "check_rewards", "checked_reward_function"]
+def prompts_per_step(args: Any) -> int:
+    """Prompts one generation batch samples, all ranks together: ``generation_batch_size / num_generations``
+    (``generation_batch_size`` = per_device_train_batch_size x processes x steps_per_generation, as TRL derives it).
+    TRL's sampler drops a partial batch, so data with fewer rows trains no step."""
+    return args.generation_batch_size // args.num_generations
+
+
+def check_enough_rows(args: Any, train_dataset: Any) -> None:
+    """Refuse training data with fewer rows than one step's prompts (`prompts_per_step`), which would train no step
+    and still save a model; a dataset without a length (streaming) is left to `NothingTrainedGuard`.
+
+    Raises:
+        NothingTrainedError: naming both numbers and the settings that make the step's.
+    """
+    if train_dataset is None or not hasattr(train_dataset, "__len__"):
+        return
+    rows, needed = len(train_dataset), prompts_per_step(args)
+    if rows < needed:
+        raise NothingTrainedError(
+            f"the training data has {rows} row(s), fewer than the {needed} prompts one step samples "
+            f"(generation_batch_size {args.generation_batch_size} / num_generations {args.num_generations}; "
+            f"generation_batch_size = per_device_train_batch_size {args.per_device_train_batch_size} x "
+            f"{args.world_size} process(es) x steps_per_generation {args.steps_per_generation}): no step would be "
+            "trained; add rows, or lower per_device_train_batch_size (or steps_per_generation / "
+            "gradient_accumulation_steps)")
+
+
+class NothingTrainedGuard(TrainerCallback):
+    """Stop a run that ends without an optimizer step while it had steps to train (`NothingTrainedError`): the data
+    ran out before the first full batch (a streaming dataset shorter than one step's prompts, `prompts_per_step`).
+    Raised at ``on_train_end``, so that nothing looks like a result; a resumed run already at ``max_steps`` is not
+    an error (it has nothing to do)."""
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.stepped = False
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.stepped = True
+
+    def on_train_end(self, args, state, control, **kwargs):
+        finished = state.max_steps > 0 and state.global_step >= state.max_steps
+        if not getattr(self, "stepped", True) and not finished:
+            raise NothingTrainedError(
+                f"trained no optimizer step (stopped at step {state.global_step} of {state.max_steps}): the training "
+                f"data gave no full batch of {prompts_per_step(args)} prompts (generation_batch_size / "
+                "num_generations; a partial batch is dropped); add rows, or lower per_device_train_batch_size")
+
+
+__all__ = ["NonFiniteGuard", "NonFiniteTrainingError", "NothingTrainedError", "NothingTrainedGuard",
+           "RewardFunctionError", "check_enough_rows", "check_rewards", "checked_reward_function", "own_copies",
+           "prompts_per_step"]

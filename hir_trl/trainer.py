@@ -22,7 +22,7 @@ from .card import HIR_PAPER, add_hir_section, card_dataset_name, card_fields, hi
 from .compat import check_argument_order, check_trainer_arguments
 from .configs import HiRConfig, check_batch_layout
 from .data.loading import check_prompt_lengths, normalize_dataset, prompt_length_limits
-from .guards import NonFiniteGuard
+from .guards import NonFiniteGuard, NothingTrainedGuard, check_enough_rows
 from .models.workarounds import check_head_size, fix_colocate_weight_sync, gloo_teardown_pause, vllm_runs_on_cpu
 from .run_folder import resume_settings, training_run
 from .step.advantages import TRL_ESTIMATOR
@@ -82,6 +82,9 @@ class HiRTrainer(GRPOTrainer):
         ValueError: a `ConstraintReward` whose ``reward_mode`` is not ``args.reward_mode``, one that is not first,
             ``reward_weights`` of the wrong length, or extra functions with ``multi_objective_aggregation`` other
             than ``"sum_then_normalize"`` (`hir_trl.rewards.trainer_reward`).
+        hir_trl.guards.NothingTrainedError: (a `ValueError`) fewer training rows than one step's prompts
+            (`hir_trl.guards.check_enough_rows`); raised by ``train()`` too when a run ends without an optimizer step
+            (`hir_trl.guards.NothingTrainedGuard`, a streaming dataset too short).
         hir_trl.models.MissingDependencyError: (an `ImportError`) ``use_vllm`` without vLLM installed.
         DatasetFormatError: (a `ValueError`) a training or evaluation row of no schema `load_hir_dataset` reads, or
             with a malformed field: the message names the row and the field; or a prompt too long to sample from
@@ -131,13 +134,15 @@ class HiRTrainer(GRPOTrainer):
             from .models.smollm2 import MissingDependencyError
 
             if not self.hir_passes.vllm_available():
-                raise MissingDependencyError("use_vllm: true needs vLLM, which is not installed: pip install vllm "
-                                             "(on CPU: docs/scale-out.md 'vLLM on CPU'), or set use_vllm: false to sample "
-                                             "with transformers generate")
+                raise MissingDependencyError("use_vllm: true needs vLLM, which is not installed: pip install "
+                                             "'hir-trl[vllm]' (a vLLM in TRL's supported range; on CPU: docs/scale-out.md "
+                                             "'vLLM on CPU'), or set use_vllm: false to sample with transformers "
+                                             "generate")
         train_dataset = normalize_dataset(train_dataset, "train_dataset")
         eval_dataset = normalize_dataset(kwargs.get("eval_dataset"), "eval_dataset")
         reward_funcs, train_dataset, eval_dataset = trainer_reward(args, train_dataset, eval_dataset, reward_funcs,
                                                                    judge)
+        check_enough_rows(args, train_dataset)  # fewer rows than one step's prompts would train nothing
         if eval_dataset is not None:
             kwargs["eval_dataset"] = eval_dataset
         reward_funcs, self.extra_reward_funcs = reward_funcs[0], reward_funcs[1:]
@@ -152,6 +157,7 @@ class HiRTrainer(GRPOTrainer):
         if self.use_vllm and self.vllm_mode == "colocate" and vllm_runs_on_cpu():
             fix_colocate_weight_sync(self.vllm_generation)  # vLLM's CPU build repacks its weights
         self.add_callback(NonFiniteGuard())  # stop on a NaN/inf gradient, parameter or loss (`hir_trl.guards`)
+        self.add_callback(NothingTrainedGuard())  # a run that ends without an optimizer step is an error
         # KL in the reward (released code): HiR takes beta as the KL-in-reward coefficient, TRL's KL loss term off
         self.kl_coef = self.hir_passes.move_kl_to_reward() if args.kl_in_reward else 0.0
         limits = prompt_length_limits(  # a prompt must leave room to sample (`hir_trl.data.check_prompt_lengths`)

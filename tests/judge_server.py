@@ -10,7 +10,8 @@ marker                      behaviour
 =========================== ==============================================================================
 (none)                      ``200`` with content ``YES``
 ``ANSWER:<token>``          ``200`` with ``<token>`` as the content (``ANSWER:NO``, ``ANSWER:maybe``)
-``LOGPROBS:yes=<lp>,no=<lp>`` the top log-probs returned when the request asks for log-probs
+``LOGPROBS:yes=<lp>,no=<lp>`` the top log-probs returned when the request asks for log-probs (``nan``,
+                            ``inf``, ``null`` or a word: an unusable one)
 ``FAULT:500``               ``500`` every time
 ``FAULT:flaky500:<n>``      ``500`` for the first ``n`` requests of that exact prompt, then ``YES``
 ``FAULT:timeout``           never answers (the handler waits until the client gives up or the server stops)
@@ -39,6 +40,7 @@ import argparse
 import asyncio
 import collections
 import json
+import math
 import re
 import socket
 import struct
@@ -50,7 +52,7 @@ from aiohttp import web
 _CRITERIA = re.compile(r"Criteria Item:\n(.*?)\n\nYou only need to judge", re.S)
 _FAULT = re.compile(r"FAULT:(\w+)(?::(\d+))?")
 _ANSWER = re.compile(r"ANSWER:(\S+)")
-_LOGPROBS = re.compile(r"LOGPROBS:yes=(-?[\d.]+),no=(-?[\d.]+)")
+_LOGPROBS = re.compile(r"LOGPROBS:yes=(-?[\w.]+),no=(-?[\w.]+)")
 
 
 class FakeJudgeServer:
@@ -205,11 +207,11 @@ class FakeJudgeServer:
         choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
         if body.get("logprobs"):
             lp = _LOGPROBS.search(criteria)
-            yes, no = (float(lp.group(1)), float(lp.group(2))) if lp else (
+            yes, no = (_logprob(lp.group(1)), _logprob(lp.group(2))) if lp else (
                 (-0.05, -3.0) if content.upper().startswith("YES") else (-3.0, -0.05))
             top = [{"token": "YES", "logprob": yes, "bytes": None}, {"token": "NO", "logprob": no, "bytes": None},
                    {"token": "The", "logprob": -9.0, "bytes": None}]
-            top = sorted(top, key=lambda t: -t["logprob"])[: int(body.get("top_logprobs") or 1)]
+            top = sorted(top, key=_rank)[: int(body.get("top_logprobs") or 1)]
             choice["logprobs"] = {"content": [{"token": top[0]["token"], "logprob": top[0]["logprob"], "bytes": None,
                                                "top_logprobs": top}]}
         return web.json_response({
@@ -217,6 +219,23 @@ class FakeJudgeServer:
             "model": body.get("model", "test"), "choices": [choice],
             "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": 1, "total_tokens": len(prompt) // 4 + 1},
         })
+
+
+def _logprob(text: str) -> float | str | None:
+    """A scripted log-prob: a number (``nan``, ``inf`` too), ``null`` (None) or any other word as a string."""
+    if text == "null":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _rank(item: dict) -> tuple[bool, float]:
+    """Sort key of the top log-probs: unusable values first (so that they are sent), then by probability."""
+    value = item["logprob"]
+    usable = isinstance(value, float) and math.isfinite(value)
+    return usable, -value if usable else 0.0
 
 
 def main() -> None:

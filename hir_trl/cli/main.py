@@ -35,6 +35,7 @@ from ..run_folder import (  # the run-folder rules hir-trl train applies
     check_resume,
     check_resume_point,
     claim_run_folder,
+    complete_final_save,
     last_checkpoint,
     mark_final_save,
     optimizer_restart_note,
@@ -56,6 +57,8 @@ commands:
   recipes list the recipes shipped with hir-trl, or copy them: hir-trl recipes copy NAME|--all DEST
           (hir-trl recipes --help)
   env     print the versions and platform facts to paste into a bug report
+  plan    check a launch before it is made: batch, memory per GPU, judge load, disk, and whether it fits
+          (hir-trl plan --config recipe.yaml --gpu_memory_gb 80 [-- accelerate launch ... train ...])
 """
 
 #: Environment variable that makes ``hir-trl train`` show tracebacks of user errors (as ``--debug`` does).
@@ -71,8 +74,6 @@ _UNACTIONABLE_WARNINGS = (r"`(is_)?gradient_checkpointing(_disable|_enable)?` is
 class TrainingInterrupted(Exception):
     """Training stopped by Ctrl-C / SIGINT; the message names the last complete checkpoint."""
 
-  plan    check a launch before it is made: batch, memory per GPU, judge load, disk, and whether it fits
-          (hir-trl plan --config recipe.yaml --gpu_memory_gb 80 [-- accelerate launch ... train ...])
 
 def make_train_parser():
     """The `TrlParser` of ``hir-trl train``: (HiRScriptArguments, HiRConfig, ModelConfig).
@@ -177,10 +178,6 @@ def prepare_training(script_args, training_args, model_args, recipe: str | None 
         raise ValueError("dataset_name is required (or a datasets mixture): give a recipe (hir-trl train --config "
                          "recipe.yaml, e.g. recipes/tiny/hir/config_cpu.yaml) or --dataset_name (a Hub dataset id or "
                          "a local .jsonl/.json/.parquet file or folder) and --model_name_or_path")
-    if command == "plan":
-        from .plan import main as plan_main
-
-        return plan_main(rest, parse_train_args, _UNACTIONABLE_WARNINGS)
     if not model_args.model_name_or_path:
         raise ValueError("model_name_or_path is required: a Hub model id or a local model folder (with "
                          "--build_model tiny, the folder the tiny model is built in)")
@@ -196,10 +193,11 @@ def prepare_training(script_args, training_args, model_args, recipe: str | None 
     read = paths_read(script_args, training_args, model_args, recipe=recipe)  # overwrite deletes none of them
     check_output_dir(training_args.output_dir, training_args.resume_from_checkpoint, script_args.overwrite_output_dir,
                      keep=read)
-    note = check_finished(training_args.resume_from_checkpoint, requested, training_args.output_dir,
-                          training_args.max_steps)
-    if note is not None:
-        print(f"hir-trl train: {note}", file=sys.stderr)
+    unsaved = check_finished(training_args.resume_from_checkpoint, requested, training_args.output_dir,
+                             training_args.max_steps)
+    if unsaved is not None:  # at max_steps, the final save incomplete: write it, train nothing, exit 0
+        raise AlreadyFinished(complete_final_save(training_args.resume_from_checkpoint, training_args.output_dir,
+                                                  unsaved))
     lora = (dict(r=model_args.lora_r, lora_alpha=model_args.lora_alpha, target_modules=model_args.lora_target_modules)
             if model_args.use_peft else None)
     check_resume_point(training_args.resume_from_checkpoint, training_args, lora)
@@ -304,7 +302,8 @@ def run_training(trainer, dataset, script_args, training_args) -> None:
         print(training_summary(training_args.output_dir, trainer.state.log_history, dataset,
                                log_completions=training_args.log_completions, last_step=trainer.state.global_step,
                                generations_per_step=(training_args.gradient_accumulation_steps
-                                                     / training_args.steps_per_generation)), end="", flush=True)
+                                                     / training_args.steps_per_generation),
+                               num_replays=training_args.num_replays), end="", flush=True)
 
 
 def _resume_hint(training_args) -> str:
@@ -360,7 +359,7 @@ def run_train(argv: Sequence[str]) -> int:
         except KeyboardInterrupt:
             print("hir-trl train: interrupted before training started", file=sys.stderr)
             return 130
-        from ..guards import NonFiniteTrainingError, RewardFunctionError
+        from ..guards import NonFiniteTrainingError, NothingTrainedError, RewardFunctionError
         from ..judge import JudgeError
 
         try:
@@ -374,7 +373,7 @@ def run_train(argv: Sequence[str]) -> int:
             full = disk_full(exc)
             denied = None if full else unwritable(exc)  # the folder turned read-only
             if debug or not (full or denied or isinstance(exc, (JudgeError, NonFiniteTrainingError,
-                                                                RewardFunctionError))):
+                                                                RewardFunctionError, NothingTrainedError))):
                 raise
             close_progress_bar(trainer)
             last = last_checkpoint(training_args.output_dir, training_args.resume_from_checkpoint)
@@ -438,6 +437,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .recipes import main as recipes_main
 
         return recipes_main(rest)
+    if command == "plan":
+        from .plan import main as plan_main
+
+        return plan_main(rest, parse_train_args, _UNACTIONABLE_WARNINGS)
     if command == "env":
         from .env import main as env_main
 

@@ -1,13 +1,16 @@
 """The readable summary ``hir-trl train`` prints at the end of a run.
 
-It has three parts:
+It has four parts:
 
 1. per logged step: ILA and CLA of the sampled completions (``reward/ila``, ``reward/cla``), the hindsight
    replays made (``hir/replayed_rows``), the supplementary samples (``hir/supplementary_samples``) and the
    zero-weight padding rows (``hir/padded_rows``), read from the trainer's log history;
-2. example replays from the completion log (``log_completions: true``): for each, the original instruction q,
-   the constraints the hindsight instruction q' kept (those the completion met), and the start of the completion y;
-3. where the final model, the latest checkpoint, the completion log and the model card are.
+2. the judge's failures (``judge/failures`` of ``judge/verdicts``), when it had any;
+3. example replays from the completion log (``log_completions: true``): for each, the original instruction q,
+   the hindsight instruction q' it was trained on (the constraints the completion met; with ``hindsight_relabel:
+   achieved``, a failed count relabelled to what it achieved), and the start of the completion y; or that replay is
+   off (``num_replays: 0``);
+4. where the final model, the latest checkpoint, the completion log and the model card are.
 """
 
 from __future__ import annotations
@@ -43,6 +46,43 @@ def _count(value: Any) -> str:
     return "-" if value is None else f"{value:g}"
 
 
+def _last_step(steps: Sequence[Mapping[str, Any]]) -> int:
+    previous = 0
+    for entry in steps:
+        previous = entry.get("step", previous + 1)
+    return previous
+
+
+def totals(log_history: Sequence[Mapping[str, Any]], keys: Sequence[str],
+           generations_per_step: float = 1.0) -> list[float]:
+    """The run's total of each per-generation-batch count ``keys`` (``hir/replayed_rows``, ``judge/failures``, ...):
+    each logged entry holds the mean over the generation batches since the previous entry, so it is weighed by
+    their number (the steps since the previous entry times ``generations_per_step``)."""
+    steps = _steps(log_history)
+    weights, previous = [], 0
+    for entry in steps:
+        step = entry.get("step", previous + 1)
+        weights.append(max(step - previous, 1) * generations_per_step)
+        previous = step
+    return [sum(w * (e.get(key) or 0) for w, e in zip(weights, steps)) for key in keys]
+
+
+def judge_line(log_history: Sequence[Mapping[str, Any]], generations_per_step: float = 1.0) -> str | None:
+    """The summary's line on the judge's failures (``judge/failures`` of ``judge/verdicts``), or None when the judge
+    judged nothing or never failed."""
+    failures, verdicts = totals(log_history, ("judge/failures", "judge/verdicts"), generations_per_step)
+    if verdicts <= 0 or failures <= 0:
+        return None
+    share = min(failures / verdicts, 1.0)
+    line = (f"Judge: {round(failures):d} of {round(verdicts):d} soft-constraint verdicts failed ({100 * share:.1f}%); "
+            "each counted as an unmet constraint (judge/failures in the metrics)")
+    if share >= 1.0:
+        line += (". The judge never gave a verdict, so no soft constraint could be met: check judge_model, "
+                 "judge_api_base and judge_api_key_env (docs/judge.md), or set judge_failure_policy: raise to stop "
+                 "at the first failure")
+    return line + "."
+
+
 def step_table(log_history: Sequence[Mapping[str, Any]], generations_per_step: float = 1.0) -> list[str]:
     """Lines of the per-step table (ILA %, CLA %, replays, supplementary samples, padding rows), plus totals.
 
@@ -64,16 +104,9 @@ def step_table(log_history: Sequence[Mapping[str, Any]], generations_per_step: f
     lines.insert(1, "  ".join("-" * w for w in widths))
     if len(rows) < len(steps):
         lines.append(f"({len(rows)} of {len(steps)} logged steps shown)")
-    weights, previous = [], 0
-    for entry in steps:
-        step = entry.get("step", previous + 1)
-        weights.append(max(step - previous, 1) * generations_per_step)
-        previous = step
-    def total(key: str) -> float:
-        return sum(w * (e.get(key) or 0) for w, e in zip(weights, steps))
-
-    replays, supplementary, padded = (total(k) for k in ("hir/replayed_rows", "hir/supplementary_samples",
-                                                          "hir/padded_rows"))
+    replays, supplementary, padded = totals(log_history, ("hir/replayed_rows", "hir/supplementary_samples",
+                                                          "hir/padded_rows"), generations_per_step)
+    previous = _last_step(steps)
     mean = "; each row is the mean over the steps since the previous row" if previous > len(steps) else ""
     lines.append(f"Replays made: {round(replays):d}; supplementary samples: {round(supplementary):d}; padding rows: "
                  f"{round(padded):d} (over {previous} steps{mean}).")
@@ -120,7 +153,9 @@ def example_replays(completions_dir: str | os.PathLike, rows_by_id: Mapping[str,
 
     Returns:
         Dicts with ``step``, ``row_id``, ``q`` (the original instruction: the prompt of the source row's sampled
-        completions), ``kept`` (constraint texts, or indices when the row is unknown) and ``y`` (the completion).
+        completions), ``q_prime`` (the hindsight instruction the replay was trained on, as logged: with
+        ``hindsight_relabel: achieved``, its relabelled constraints as rewritten), ``kept`` (the indices of the
+        constraints q' keeps) and ``y`` (the completion).
     """
     import pandas as pd
 
@@ -139,13 +174,9 @@ def example_replays(completions_dir: str | os.PathLike, rows_by_id: Mapping[str,
             seen.add(row_id)
             kept = json.loads(r["kept_constraints"]) if isinstance(r["kept_constraints"], str) else []
             source = (rows_by_id or {}).get(row_id)
-            if source is not None:
-                kept = [source["constraints"][i]["text"] for i in kept if i < len(source["constraints"])]
-                q = _text(source["prompt"])
-            else:
-                q = q_by_id.get(row_id, "(not in the completion log)")
-            examples.append({"step": int(r.get("step", 0)), "row_id": row_id, "q": q, "kept": kept,
-                             "y": _text(r["completion"])})
+            q = _text(source["prompt"]) if source is not None else q_by_id.get(row_id, "(not in the completion log)")
+            examples.append({"step": int(r.get("step", 0)), "row_id": row_id, "q": q, "q_prime": _text(r["prompt"]),
+                             "kept": kept, "y": _text(r["completion"])})
             if len(examples) == count:
                 break
         return examples
@@ -154,7 +185,8 @@ def example_replays(completions_dir: str | os.PathLike, rows_by_id: Mapping[str,
 
 def training_summary(output_dir: str | os.PathLike, log_history: Sequence[Mapping[str, Any]],
                      dataset: Any = None, log_completions: bool = True, count: int = 2,
-                     last_step: int | None = None, generations_per_step: float = 1.0) -> str:
+                     last_step: int | None = None, generations_per_step: float = 1.0,
+                     num_replays: int | None = None) -> str:
     """The end-of-run summary of a ``hir-trl train`` run (see the module docstring).
 
     Args:
@@ -166,6 +198,7 @@ def training_summary(output_dir: str | os.PathLike, log_history: Sequence[Mappin
         last_step: the run's last step (``trainer.state.global_step``): completion logs and checkpoints of later
             steps, left by an earlier run this one resumed from an older checkpoint, are not shown.
         generations_per_step: see `step_table`.
+        num_replays: the run's ``num_replays`` (0: replay is off, an RL-IR run, said instead of an example).
 
     Returns:
         The summary text (several lines, ending with a newline).
@@ -173,9 +206,16 @@ def training_summary(output_dir: str | os.PathLike, log_history: Sequence[Mappin
     output_dir = Path(output_dir)
     lines = ["", "=" * 30 + " HiR run summary " + "=" * 30, "", "Per step (ILA, CLA: sampled completions under q):"]
     lines += ["  " + line for line in step_table(log_history, generations_per_step)]
+    judged = judge_line(log_history, generations_per_step)
+    if judged is not None:
+        lines += ["", judged]
     completions = output_dir / "completions"
-    lines += ["", "Example replays (hindsight instruction q' keeps the constraints the completion y met):"]
-    if not log_completions:
+    lines += ["", "Example replays (the hindsight instruction q' keeps the constraints the completion y met, as "
+              "trained on):"]
+    if num_replays == 0:
+        lines.append("  (replay is off: num_replays is 0, so this run made no hindsight replay; set num_replays >= 1 "
+                     "for HiR)")
+    elif not log_completions:
         lines.append("  (set log_completions: true to see example replays)")
     else:
         rows_by_id: dict[str, Mapping[str, Any]] = {}
@@ -187,8 +227,7 @@ def training_summary(output_dir: str | os.PathLike, log_history: Sequence[Mappin
         for n, ex in enumerate(examples, start=1):
             lines.append(f"  [{n}] step {ex['step']}, row {ex['row_id']}")
             lines.append(f"      q : {_clip(ex['q'], 300)}")
-            lines.append("      q' keeps:")
-            lines += [f"        - {_clip(str(c), 150)}" for c in ex["kept"]] or ["        (none)"]
+            lines.append(f"      q': {_clip(ex['q_prime'], 600)}")
             lines.append(f"      y : {_clip(ex['y'], 160)!r}")
     from ..verifiers.registry import checker_failures
 
@@ -207,4 +246,4 @@ def training_summary(output_dir: str | os.PathLike, log_history: Sequence[Mappin
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["example_replays", "step_table", "training_summary"]
+__all__ = ["example_replays", "judge_line", "step_table", "totals", "training_summary"]

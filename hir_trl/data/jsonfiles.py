@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 _JSON_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class JSONFileError(ValueError):
@@ -54,6 +55,32 @@ def read_text(path: str | os.PathLike) -> str:
                             "as UTF-8", line) from None
 
 
+def _lone_surrogate(value: Any, where: str = "") -> tuple[str, str] | None:
+    """``(field, escape)`` of the first string in ``value`` that holds a lone UTF-16 surrogate (an escape such as
+    ``\\ud800`` without its pair: JSON parses it, but it is no text, and nothing can write it as UTF-8), or None."""
+    if isinstance(value, str):
+        match = _SURROGATE.search(value)
+        return (where or "the value", f"\\u{ord(match.group()):04x}") if match else None
+    items = value.items() if isinstance(value, Mapping) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = _lone_surrogate(item, f"{where}[{key}]" if isinstance(key, int) else
+                                f"{where}.{key}" if where else str(key))
+        if found is not None:
+            return found
+    return None
+
+
+def _checked(path: str | os.PathLike, record: Any, line: int | None, prefix: str = "") -> Any:
+    """``record``, or a `JSONFileError` naming the field that holds a lone surrogate escape."""
+    found = _lone_surrogate(record)
+    if found is not None:
+        field, escape = found
+        raise JSONFileError(path, f"{prefix}field {field!r} holds a lone surrogate escape {escape}, which is not "
+                            "text: remove it, or write the character itself (or both halves of its pair, e.g. "
+                            "\\ud83d\\ude00)", line)
+    return record
+
+
 def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[str, Any]]:
     """``(location, value)`` of every non-blank line of a JSON Lines file, in order.
 
@@ -61,7 +88,8 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[str, Any]]:
 
     Raises:
         JSONFileError: a line that does not parse (its line and column named; a first line ``[`` or ``{`` is
-            said to look like one JSON document), or a file that is not UTF-8. Raised when the iteration reaches it.
+            said to look like one JSON document), a string holding a lone surrogate escape (``\\ud800``; its line
+            and field named), or a file that is not UTF-8. Raised when the iteration reaches it.
     """
     text = read_text(path)
     for line_no, line in enumerate(text.split("\n"), start=1):
@@ -74,7 +102,7 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[str, Any]]:
                     if line_no == 1 and line.strip() in ("[", "{") else "")
             raise JSONFileError(path, f"does not parse as JSON ({exc.msg}, column {exc.colno}){hint}",
                                 line_no) from None
-        yield f"{os.fspath(path)}, line {line_no}", record
+        yield f"{os.fspath(path)}, line {line_no}", _checked(path, record, line_no)
 
 
 def _json_value(path: str | os.PathLike, text: str, pos: int) -> tuple[Any, int]:
@@ -90,8 +118,8 @@ def read_json(path: str | os.PathLike) -> Iterator[tuple[str, Any]]:
     A list item is located by the line it starts on; an item of ``data`` by its position in ``data``.
 
     Raises:
-        JSONFileError: an empty file, a file that does not parse (line and column named), one that holds more than
-            one JSON value (said to look like JSON Lines), or one whose value is neither a list nor
+        JSONFileError: an empty file, a file that does not parse (line and column named), a string holding a lone
+            surrogate escape (line and field named), one that holds more than one JSON value (said to look like JSON Lines), or one whose value is neither a list nor
             ``{"data": [...]}``. Raised when the iteration reaches it.
     """
     text = read_text(path)
@@ -107,7 +135,7 @@ def read_json(path: str | os.PathLike) -> Iterator[tuple[str, Any]]:
                                 "line): rename it to .jsonl", text.count("\n", 0, rest) + 1)
         if isinstance(data, Mapping) and isinstance(data.get("data"), list):
             for i, record in enumerate(data["data"]):
-                yield f"{where}, data[{i}]", record
+                yield f"{where}, data[{i}]", _checked(path, record, None, f"data[{i}]: ")
             return
         raise JSONFileError(path, "must hold a list of rows (or {'data': [...]}); a file of one JSON object per "
                             "line must be named .jsonl")
@@ -118,7 +146,7 @@ def read_json(path: str | os.PathLike) -> Iterator[tuple[str, Any]]:
             line += text.count("\n", counted, pos)
             counted = pos
             record, pos = _json_value(path, text, pos)
-            yield f"{where}, line {line}", record
+            yield f"{where}, line {line}", _checked(path, record, line)
             pos = _JSON_WHITESPACE.match(text, pos).end()
             if text[pos:pos + 1] == ",":
                 pos = _JSON_WHITESPACE.match(text, pos + 1).end()

@@ -260,7 +260,7 @@ def plot_categories(report: Mapping[str, Any], path: str | os.PathLike) -> Path:
     """Write a PNG of per-category constraint accuracy (strict), one panel per benchmark of ``report``.
 
     Raises:
-        ImportError: matplotlib is not installed (``pip install matplotlib``).
+        ImportError: matplotlib is not installed (``pip install 'hir-trl[plot]'``).
     """
     try:
         import matplotlib
@@ -268,7 +268,7 @@ def plot_categories(report: Mapping[str, Any], path: str | os.PathLike) -> Path:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise ImportError("the category plot needs matplotlib: pip install matplotlib") from exc
+        raise ImportError("the category plot needs matplotlib: pip install 'hir-trl[plot]'") from exc
     benches = list(report["benchmarks"].values())
     heights = [max(2.0, 0.3 * len(b["by_category"]) + 1.2) for b in benches]
     fig, axes = plt.subplots(len(benches), 1, figsize=(8, sum(heights)), squeeze=False,

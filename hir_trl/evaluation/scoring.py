@@ -3,10 +3,11 @@
 Conventions (those of the official IFEval scorer, google-research/instruction_following_eval, as shipped in
 lm-eval 0.4.x):
 
-- Responses are joined to benchmark rows by ``key`` when both the response line and the row have one (and the
-  line's ``benchmark``, if any, names this benchmark), else by the prompt text (the final user turn) with runs of
-  whitespace collapsed. A line whose key names a row while its prompt is another row's is refused
-  (`ResponseSet.check_keys`). A prompt with no response is a failure of every one of its constraints, and is listed in
+- Responses are joined to benchmark rows by ``(benchmark, key)`` when both the response line and the row have a
+  key, else by the prompt text (the final user turn) with runs of whitespace collapsed. A line that names no
+  ``benchmark`` joins the row of its key whose prompt it gives, or the one benchmark scored with a row of that key;
+  a key never joins another benchmark's row. A line whose key names a row while its prompt is another row's, or
+  whose key two benchmarks have while its prompt is neither row's, is refused (`ResponseSet.check_keys`). A prompt with no response is a failure of every one of its constraints, and is listed in
   the report; more than a few (`max_missing`) stop scoring unless allowed, since the headline would mostly
   measure the join.
 - Strict: `hir_trl.verifiers.verify_constraint` (``None`` kwargs dropped, an all-whitespace response fails;
@@ -122,14 +123,18 @@ class ResponseSet:
         sources: the files read.
         by_key: ``(benchmark name or None, key)`` -> responses, for lines that give a ``key``.
         key_prompts: the same keys -> the normalized prompt text of those lines.
-        key_lines: the same keys -> ``(location, normalized prompt)`` of every line that gives that key.
+        key_lines: the same keys -> ``(location, normalized prompt, sample order, line order, response)`` of every
+            line that gives that key.
+        joined: benchmark name -> row key -> ``(normalized prompt, responses)``: the keyed lines `check_keys` joined
+            to that benchmark's rows (a key is always read with its benchmark, never alone).
     """
 
     by_prompt: dict[str, list[str]] = field(default_factory=dict)
     sources: list[str] = field(default_factory=list)
     by_key: dict[tuple[str | None, str], list[str]] = field(default_factory=dict)
     key_prompts: dict[tuple[str | None, str], str] = field(default_factory=dict)
-    key_lines: dict[tuple[str | None, str], list[tuple[str, str]]] = field(default_factory=dict)
+    key_lines: dict[tuple[str | None, str], list[tuple[str, str, float, int, str]]] = field(default_factory=dict)
+    joined: dict[str, dict[str, tuple[str, list[str]]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         normalized: dict[str, list[str]] = {}
@@ -141,52 +146,88 @@ class ResponseSet:
         """The responses to ``prompt``, matched by whitespace-normalized text."""
         return self.by_prompt.get(normalize_prompt(prompt), [])
 
-    def _key_of(self, row: Any, benchmark: str | None) -> tuple[str | None, str] | None:
-        for key in ((benchmark, str(row.key)), (None, str(row.key))):
-            if self.by_key.get(key):
-                return key
-        return None
-
     def check_keys(self, benchmarks: Sequence[Benchmark]) -> None:
-        """Refuse a line whose ``key`` contradicts its prompt: the key names a row of ``benchmarks`` (of the benchmark
-        the line names, or of any when it names none) while the line's prompt is the prompt of another row and not
-        of that one (a key such as a line index would score the response against another prompt's constraints). A
-        prompt that is no row's prompt (rewritten by a chat template, translated) is joined by its key.
+        """Join the keyed lines to the rows of ``benchmarks`` (scored together), each by ``(benchmark, key)``, and
+        refuse a join that would score a response against another prompt's constraints.
+
+        A line that names a benchmark joins that benchmark's row of its key (a benchmark not among ``benchmarks``:
+        the line is matched by prompt text only). A line that names none joins the row of its key whose prompt is
+        the line's prompt; when no row of that key has it (a prompt rewritten by a chat template, translated), the
+        one benchmark with a row of that key. Refused, naming the line:
+
+        - its key names a row while its prompt is the prompt of another row and not of that one (a key such as a
+          line index);
+        - it names no benchmark, its prompt is no row's of that key, and two benchmarks have a row of that key
+          (which benchmark's row it answers cannot be told);
+        - two lines join one row with different prompts (two samples of one prompt with different responses are
+          refused when read, `read_responses`).
 
         Raises:
-            ResponsesFormatError: naming the line, its key, and both prompts.
+            ResponsesFormatError: naming the line, its key, and the prompts.
         """
         rows: dict[tuple[str, str], list[str]] = {}
         prompts: dict[str, set[str]] = {}
         for benchmark in benchmarks:
             for row in benchmark.rows:
-                rows.setdefault((benchmark.name, str(row.key)), []).append(row.prompt)
+                rows.setdefault((benchmark.name, str(row.key)), []).append(normalize_prompt(row.prompt))
                 prompts.setdefault(benchmark.name, set()).add(normalize_prompt(row.prompt))
         names = [b.name for b in benchmarks]
+        joined: dict[tuple[str, str], list[tuple[str, str, float, int, str]]] = {}
         for (bench, key), lines in self.key_lines.items():
             if bench is not None and bench not in names:
                 continue
             scope = [bench] if bench is not None else names
-            named = [(name, prompt) for name in scope for prompt in rows.get((name, key), [])]
-            own = {normalize_prompt(prompt) for _, prompt in named}
-            for where, prompt in lines:
-                if named and prompt not in own and any(prompt in prompts.get(name, ()) for name in scope):
-                    name, other = named[0]
+            holders = [name for name in scope if (name, key) in rows]
+            for line in lines:
+                where, prompt = line[0], line[1]
+                exact = [name for name in holders if prompt in rows[name, key]]
+                if not exact and holders and any(prompt in prompts.get(name, ()) for name in scope):
+                    name = holders[0]
                     raise ResponsesFormatError(
-                        f"{where}: key {key!r} names row {key} of {name}, whose prompt is {_snippet(other)!r}, but "
-                        f"this line's prompt is another row's, {_snippet(prompt)!r}: fix the key (the benchmark "
-                        "row's key, as hir-trl eval generate writes it) or remove it to match by prompt text")
+                        f"{where}: key {key!r} names row {key} of {name}, whose prompt is "
+                        f"{_snippet(rows[name, key][0])!r}, but this line's prompt is another row's, "
+                        f"{_snippet(prompt)!r}: fix the key (the benchmark row's key, as hir-trl eval generate writes "
+                        "it) or remove it to match by prompt text")
+                if not exact and len(holders) > 1:
+                    raise ResponsesFormatError(
+                        f"{where}: key {key!r} names a row of each of {', '.join(holders)}, and this line's prompt "
+                        f"{_snippet(prompt)!r} is neither row's: add \"benchmark\": NAME to the line (as hir-trl "
+                        "eval generate writes it) so that its response is scored against its own benchmark's row")
+                for name in exact or holders:
+                    joined.setdefault((name, key), []).append(line)
+        for name in names:
+            self.joined[name] = {}
+        for (name, key), lines in joined.items():
+            first = lines[0]
+            for where, prompt, *_ in lines:
+                if prompt != first[1]:
+                    raise ResponsesFormatError(
+                        f"{where}: key {key!r} of {name} was given to the prompt {_snippet(first[1])!r} at "
+                        f"{first[0]}, and this line gives it to another prompt, {_snippet(prompt)!r}: a key names "
+                        "one row; fix the key or the benchmark of one of the lines")
+            unique = {(sample, response) if sample != math.inf else (sample, order, response): (sample, order, response)
+                      for _, _, sample, order, response in lines}
+            self.joined[name][key] = (first[1], [r for _, _, r in sorted(unique.values())])
+
+    def _keyed(self, row: Any, benchmark: str | None) -> tuple[str, list[str]] | None:
+        """The prompt and responses of the keyed lines joined to ``row`` of ``benchmark``, or None (by prompt)."""
+        if benchmark is not None and benchmark in self.joined:
+            return self.joined[benchmark].get(str(row.key))
+        for key in ((benchmark, str(row.key)), (None, str(row.key))):
+            if self.by_key.get(key):
+                return self.key_prompts[key], self.by_key[key]
+        return None
 
     def for_row(self, row: Any, benchmark: str | None = None) -> list[str]:
-        """The responses to a benchmark row: by its key when a response line gives that key (and names this
-        ``benchmark`` or none), else by its prompt text (`get`)."""
-        key = self._key_of(row, benchmark) if self.by_key else None
-        return self.by_key[key] if key is not None else self.get(row.prompt)
+        """The responses to a benchmark row: the keyed lines `check_keys` joined to it, else those matched by its
+        prompt text (`get`). Before `check_keys`, a line of the row's key that names this ``benchmark`` or none."""
+        keyed = self._keyed(row, benchmark)
+        return keyed[1] if keyed is not None else self.get(row.prompt)
 
     def matched_prompt(self, row: Any, benchmark: str | None = None) -> str:
         """The normalized prompt text of the responses `for_row` returns (to tell matched lines from unmatched)."""
-        key = self._key_of(row, benchmark) if self.by_key else None
-        return self.key_prompts[key] if key is not None else normalize_prompt(row.prompt)
+        keyed = self._keyed(row, benchmark)
+        return keyed[0] if keyed is not None else normalize_prompt(row.prompt)
 
     @property
     def num_responses(self) -> int:
@@ -225,8 +266,9 @@ def read_responses(paths: str | Path | Iterable[str | Path]) -> ResponseSet:
     entries: dict[str, list[tuple[float, int, str]]] = {}
     keyed: dict[tuple[str | None, str], list[tuple[float, int, str]]] = {}
     key_prompts: dict[tuple[str | None, str], str] = {}
-    key_lines: dict[tuple[str | None, str], list[tuple[str, str]]] = {}
+    key_lines: dict[tuple[str | None, str], list[tuple[str, str, float, int, str]]] = {}
     seen: dict[tuple[str, int], str] = {}
+    seen_keyed: set[tuple[str | None, str, int, str]] = set()
     sources = []
     order = 0
     for path in paths:
@@ -254,18 +296,19 @@ def read_responses(paths: str | Path | Iterable[str | Path]) -> ResponseSet:
             if sample is not None:
                 if isinstance(sample, bool) or not isinstance(sample, int) or sample < 0:
                     raise ResponsesFormatError(f"{where}: field 'sample' must be an integer >= 0")
-                if (prompt, sample) in seen:
-                    if seen[prompt, sample] == response:
-                        continue  # the same line again (e.g. two benchmarks' files sharing a prompt)
+                if (prompt, sample) in seen and seen[prompt, sample] != response:
                     raise ResponsesFormatError(f"{where}: a different response for sample {sample} of the "
                                                f"prompt {_snippet(prompt)!r}")
-                seen[prompt, sample] = response
             entry = (math.inf if sample is None else sample, order, response)
-            entries.setdefault(prompt, []).append(entry)
-            if key is not None:
+            if sample is None or (prompt, sample) not in seen:  # the same line again (two benchmarks' files
+                entries.setdefault(prompt, []).append(entry)  # sharing a prompt) is one sample of the prompt
+            if sample is not None:
+                seen[prompt, sample] = response
+            if key is not None and (sample is None or (bench, str(key), sample, response) not in seen_keyed):
+                seen_keyed.add((bench, str(key), sample, response))
                 keyed.setdefault((bench, str(key)), []).append(entry)
                 key_prompts.setdefault((bench, str(key)), prompt)
-                key_lines.setdefault((bench, str(key)), []).append((where, prompt))
+                key_lines.setdefault((bench, str(key)), []).append((where, prompt, *entry))
             order += 1
     by_prompt = {p: [r for _, _, r in sorted(items)] for p, items in entries.items()}
     by_key = {k: [r for _, _, r in sorted(items)] for k, items in keyed.items()}
@@ -495,6 +538,8 @@ def evaluate(benchmark: Benchmark, responses: ResponseSet | Mapping[str, str | S
         responses = ResponseSet.from_mapping(responses)
     if not allow_unknown:
         check_known([benchmark])
+    if benchmark.name not in responses.joined:
+        responses.check_keys([benchmark])
     counts = [len(responses.for_row(row, benchmark.name)) for row in benchmark.rows]
     if num_samples is None:
         num_samples = max(1, max(counts, default=0))
@@ -617,6 +662,8 @@ def check_responses_fit(benchmarks: Sequence[Benchmark], responses: ResponseSet,
             prompt a 2-sample run and halve the headline).
     """
     files = ", ".join(responses.sources) or "the responses"
+    if any(b.name not in responses.joined for b in benchmarks):
+        responses.check_keys(benchmarks)
     for benchmark in benchmarks:
         counts = {row.key: len(responses.for_row(row, benchmark.name)) for row in benchmark.rows}
         missing = [key for key, n in counts.items() if n == 0]

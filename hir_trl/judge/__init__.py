@@ -20,7 +20,8 @@ How a batch is judged (`LiteLLMJudge.__call__`):
    wrong credentials, any other 4xx) are not retried, nor is an answer that is neither YES nor NO (the
    same prompt would get it again). The caller's thread waits only for this batch.
 3. An answer is parsed strictly (`parse_yes_no`) or, in log-prob mode, decided by P(YES) vs P(NO)
-   (`verdict_from_logprobs`). Parsed verdicts are written to the cache; failures never are.
+   (`verdict_from_logprobs`; a YES/NO log-prob that is NaN, +inf, above 0 or missing is a failure, never a NO).
+   Parsed verdicts are written to the cache; failures never are.
 4. A call that still fails is a failure: with ``failure_policy="unsatisfied"`` (default) its verdict is
    ``Verdict(False, error=..., source="judge")`` and ``judge/failures`` counts it; with ``"raise"`` the
    batch raises `JudgeError` (after every other call has finished and been cached). Whatever the policy,
@@ -47,6 +48,7 @@ redaction). Every public name is importable from `hir_trl.judge`.
 from .cache import VerdictCache
 from .client import (
     NO_KEY,
+    DeferredJudge,
     EmptyJudgeAnswer,
     JudgeCacheError,
     JudgeError,
@@ -69,7 +71,13 @@ from .config import (
     redact,
 )
 from .loop import judge_event_loop
-from .prompt import JUDGE_PROMPT_TEMPLATE, format_judge_prompt, parse_yes_no, verdict_from_logprobs
+from .prompt import (
+    JUDGE_PROMPT_TEMPLATE,
+    UnusableLogprobError,
+    format_judge_prompt,
+    parse_yes_no,
+    verdict_from_logprobs,
+)
 from .protocol import Judge, judge_batch
 
 __all__ = [
@@ -79,6 +87,7 @@ __all__ = [
     "JUDGE_PROMPT_TEMPLATE",
     "Judge",
     "NO_KEY",
+    "DeferredJudge",
     "EmptyJudgeAnswer",
     "JudgeCacheError",
     "JudgeError",
@@ -86,6 +95,7 @@ __all__ = [
     "LiteLLMJudge",
     "MissingJudgeKeyError",
     "MissingLogprobs",
+    "UnusableLogprobError",
     "VerdictCache",
     "build_judge",
     "credential_param",

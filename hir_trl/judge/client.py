@@ -35,7 +35,7 @@ from .config import (
     redact,
 )
 from .loop import judge_event_loop
-from .prompt import format_judge_prompt, parse_yes_no, verdict_from_logprobs
+from .prompt import UnusableLogprobError, format_judge_prompt, parse_yes_no, verdict_from_logprobs
 
 if TYPE_CHECKING:
     from ..configs import HiRConfig
@@ -45,6 +45,11 @@ logger = logging.getLogger(__name__)
 #: The API key sent to an ``api_base`` when ``api_key_env`` is empty (a local server without authentication):
 #: OpenAI's client, which litellm uses for ``openai/...`` models, fails with "Missing credentials" when given none.
 NO_KEY = "no-key"
+
+
+#: The counters `LiteLLMJudge.pop_metrics` always returns, as ``judge/<name>``.
+COUNTERS = ("verdicts", "calls", "cache_hits", "deduplicated", "failures", "retries", "seconds_per_step",
+            "rejudge_verdicts", "rejudge_calls", "rejudge_failures")
 
 
 class MissingJudgeKeyError(KeyError):
@@ -279,9 +284,7 @@ class LiteLLMJudge:
         """
         with self._stats_lock:
             stats, self._stats = self._stats, _Stats()
-        names = ("verdicts", "calls", "cache_hits", "deduplicated", "failures", "retries", "seconds_per_step",
-                 "rejudge_verdicts", "rejudge_calls", "rejudge_failures")
-        metrics = {f"judge/{name}": float(stats.counts.get(name, 0.0)) for name in names}
+        metrics = {f"judge/{name}": float(stats.counts.get(name, 0.0)) for name in COUNTERS}
         if stats.latencies:
             metrics["judge/latency_p50"] = _percentile(stats.latencies, 0.50)
             metrics["judge/latency_p95"] = _percentile(stats.latencies, 0.95)
@@ -477,7 +480,10 @@ class LiteLLMJudge:
                                       "logprobs/top_logprobs?)")
             first = tokens[0]
             top = first.get("top_logprobs") if isinstance(first, Mapping) else getattr(first, "top_logprobs", None)
-            decided = verdict_from_logprobs(top or [first])
+            try:
+                decided = verdict_from_logprobs(top or [first])
+            except UnusableLogprobError as exc:  # a failure, never a NO: counted, and judge_failure_policy applies
+                return _Outcome(answer=self._redact(content), error=self._redact(f"JudgeParseError: {exc}"))
             if decided is None:
                 return _Outcome(answer=self._redact(content), error=self._redact(
                     f"JudgeParseError: neither YES nor NO among the top log-probs (answer {content[:80]!r})"))
@@ -512,3 +518,56 @@ def build_judge(args: HiRConfig) -> LiteLLMJudge | None:
         temperature=args.judge_temperature, failure_policy=args.judge_failure_policy,
         cache_dir=args.judge_cache_dir or None, logprobs=args.judge_logprobs, max_tokens=args.judge_max_tokens,
         retry_backoff=args.judge_retry_backoff, extra_kwargs=args.judge_extra_kwargs)
+
+
+class DeferredJudge:
+    """The judge `build_judge` makes of ``args``, built when a soft constraint first needs it: for training data
+    whose soft constraints cannot be counted before training (a streaming `datasets.IterableDataset` whose first rows
+    hold none), so that a run whose constraints are all rule checks never needs the judge's key.
+
+    Calls, ``rejudge``, ``failure_policy`` and ``model`` are the built judge's; ``pop_metrics`` before the judge is
+    built gives zero counters (the same keys on every rank), ``close`` does nothing.
+
+    Raises:
+        JudgeUnavailableError: at the first soft constraint, the judge cannot be built (its key variable is unset,
+            `MissingJudgeKeyError`; its cache cannot be opened): training stops there, naming the fix.
+    """
+
+    def __init__(self, args: HiRConfig) -> None:
+        self.args = args
+        self.judge: LiteLLMJudge | None = None
+
+    @property
+    def model(self) -> str:
+        return self.args.judge_model
+
+    @property
+    def failure_policy(self) -> str:
+        return self.args.judge_failure_policy
+
+    def built(self) -> LiteLLMJudge:
+        """The judge, built now if it is not yet."""
+        if self.judge is None:
+            try:
+                self.judge = build_judge(self.args)
+            except MissingJudgeKeyError as exc:
+                raise JudgeUnavailableError(f"a soft constraint needs the judge, but {exc}") from None
+        return self.judge
+
+    def __call__(self, triples: Sequence[tuple[str, str, str]]) -> list[Verdict]:
+        return self.built()(triples) if triples else []
+
+    def rejudge(self, triples: Sequence[tuple[str, str, str]]) -> list[Verdict]:
+        return self.built().rejudge(triples) if triples else []
+
+    def pop_metrics(self) -> dict[str, float]:
+        if self.judge is None:
+            return {f"judge/{name}": 0.0 for name in COUNTERS}
+        return self.judge.pop_metrics()
+
+    def close(self) -> None:
+        if self.judge is not None:
+            self.judge.close()
+
+    def __repr__(self) -> str:
+        return f"DeferredJudge({self.judge!r})" if self.judge is not None else f"DeferredJudge(model={self.model!r})"

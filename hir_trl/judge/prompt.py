@@ -72,24 +72,43 @@ def _token_word(token: str) -> str | None:
     return word if word in ("yes", "no") else None
 
 
+class UnusableLogprobError(ValueError):
+    """A YES or NO token's log-prob is not a log-probability (NaN, +inf, above 0, missing or not a number): the
+    answer has no verdict, and the judge records a failure (never a NO)."""
+
+
+#: Largest log-prob taken as a probability of 1 (servers round log(1) to a tiny positive number).
+_LOGPROB_SLACK = 1e-4
+
+
 def verdict_from_logprobs(top_logprobs: Iterable[Any]) -> tuple[bool, float] | None:
     """Decide from the first answer token's top log-probs: YES when P(YES) > P(NO).
 
     Args:
         top_logprobs: the first token's alternatives, objects or dicts with ``token`` and ``logprob``.
             Tokens that read ``yes`` or ``no`` after case folding and stripping spaces, quotes and
-            punctuation (``"YES"``, ``" Yes"``, ``"no"``) add their probability to that side.
+            punctuation (``"YES"``, ``" Yes"``, ``"no"``) add their probability to that side (``-inf``:
+            probability 0).
 
     Returns:
-        ``(passed, p_yes)`` with p_yes = P(YES) / (P(YES) + P(NO)), or None when neither side appears.
+        ``(passed, p_yes)`` with p_yes = P(YES) / (P(YES) + P(NO)), or None when neither side appears (or both have
+        probability 0).
+
+    Raises:
+        UnusableLogprobError: a YES or NO token's log-prob is NaN, +inf, above 0, missing, or not a number.
     """
     mass = {"yes": 0.0, "no": 0.0}
     for item in top_logprobs or ():
         token = item.get("token") if isinstance(item, Mapping) else getattr(item, "token", None)
         logprob = item.get("logprob") if isinstance(item, Mapping) else getattr(item, "logprob", None)
-        word = _token_word(token or "")
-        if word is not None and logprob is not None and math.isfinite(logprob):
-            mass[word] += math.exp(logprob)
+        word = _token_word(token if isinstance(token, str) else "")
+        if word is None:
+            continue
+        if isinstance(logprob, bool) or not isinstance(logprob, (int, float)) or math.isnan(logprob) or (
+                logprob > _LOGPROB_SLACK):
+            raise UnusableLogprobError(f"the log-prob of the answer token {token!r} is {logprob!r}, not a "
+                                       "log-probability (a number <= 0)")
+        mass[word] += math.exp(min(logprob, 0.0))
     total = mass["yes"] + mass["no"]
     if total <= 0.0:
         return None

@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from ..verifiers import Verdict
 from .client import JudgeError
 
@@ -24,7 +26,8 @@ def judge_batch(judge: Judge | None, triples: Sequence[tuple[str, str, str]]) ->
     Used by training (`hir_trl.rewards.ConstraintReward`) and evaluation (`hir_trl.evaluation.score`). A judge that
     cannot give the verdicts never crashes the batch: with no judge (None), when it raises, or when it returns a
     different number of verdicts, every triple gets ``Verdict(False, error=..., source="judge")`` naming the cause,
-    and a warning is logged.
+    and a warning is logged; a returned verdict that is not a `Verdict` with a bool ``passed`` (None, NaN, a string)
+    becomes such a failure too, never a silent NO.
 
     Raises:
         hir_trl.judge.JudgeError: the judge's ``failure_policy`` is ``"raise"`` (the user asked to stop), or a subclass:
@@ -47,6 +50,14 @@ def judge_batch(judge: Judge | None, triples: Sequence[tuple[str, str, str]]) ->
         error = f"RuntimeError: judge returned {len(verdicts)} verdicts for {len(triples)} constraints"
         logger.warning("%s; every one counts as not satisfied", error)
         return [Verdict(False, error=error, source="judge") for _ in triples]
+    unusable = [i for i, v in enumerate(verdicts) if not isinstance(getattr(v, "passed", None), (bool, np.bool_))]
+    if unusable:
+        first = verdicts[unusable[0]]
+        error = (f"RuntimeError: judge returned {first!r} for a soft constraint, not a Verdict whose passed is True or "
+                 "False")
+        logger.warning("%s; %d such verdict(s) count as not satisfied (judge failures)", error, len(unusable))
+        for i in unusable:
+            verdicts[i] = Verdict(False, error=error, source="judge")
     return verdicts
 
 

@@ -269,6 +269,37 @@ def check_soft_constraints_judged(train_dataset: Any, eval_dataset: Any = None) 
             "soft_constraints: skip (they are removed and not rewarded)")
 
 
+#: Rows of a streaming dataset read before training to see whether it holds soft constraints (`judge_for`).
+PEEK_ROWS = 64
+
+
+def judge_for(args: Any, train_dataset: Any, eval_dataset: Any = None) -> Any:
+    """The judge a built `ConstraintReward` gets: `hir_trl.judge.build_judge` of ``args`` when the data has soft
+    constraints, None when it has none; for data that cannot be counted (a streaming `datasets.IterableDataset`), the
+    judge when one of its first `PEEK_ROWS` rows has a soft constraint, else a `hir_trl.judge.DeferredJudge`, built
+    only if a soft constraint comes (so that rule-checked data never needs the judge's key).
+
+    Raises:
+        hir_trl.judge.MissingJudgeKeyError: the judge is needed now and its key variable is unset.
+    """
+    import itertools
+
+    from ..data.loading import count_soft_constraints
+    from ..judge import DeferredJudge, build_judge
+
+    unknown = False
+    for dataset in (train_dataset, eval_dataset):
+        for split in (dataset.values() if isinstance(dataset, Mapping) else [dataset]):
+            counts = count_soft_constraints(split)
+            if counts is None:
+                rows = list(itertools.islice(iter(split), PEEK_ROWS))
+                counts = count_soft_constraints(rows)
+                unknown = True
+            if counts[0] > 0:
+                return build_judge(args)  # None without judge_model
+    return DeferredJudge(args) if unknown and args.judge_model else None
+
+
 def trainer_reward(args: Any, train_dataset: Any, eval_dataset: Any = None, reward_funcs: Any = None,
                    judge: Any = None) -> tuple[list[Any], Any, Any]:
     """The reward functions of a `HiRTrainer`, the `ConstraintReward` first, and its datasets after
@@ -299,9 +330,8 @@ def trainer_reward(args: Any, train_dataset: Any, eval_dataset: Any = None, rewa
         SoftConstraintsWithoutJudgeError: see `check_soft_constraints_judged`.
         KeyError: ``judge_api_key_env`` names an unset variable.
     """
-    from ..data.loading import drop_soft_constraints, has_soft_constraints
+    from ..data.loading import drop_soft_constraints
     from ..guards import checked_reward_function
-    from ..judge import build_judge
 
     funcs = [] if reward_funcs is None else list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [
         reward_funcs]
@@ -331,8 +361,8 @@ def trainer_reward(args: Any, train_dataset: Any, eval_dataset: Any = None, rewa
                              f"HiRConfig.reward_mode={args.reward_mode!r}: the config owns the reward mode; set "
                              "reward_mode in HiRConfig and build ConstraintReward without it")
     else:
-        if judge is None and (has_soft_constraints(train_dataset) or has_soft_constraints(eval_dataset)):
-            judge = build_judge(args)  # None without judge_model
+        if judge is None:
+            judge = judge_for(args, train_dataset, eval_dataset)
         reward = ConstraintReward(judge=judge)
     reward.reward_mode = args.reward_mode
     problem = extra_rewards_problem(extras, getattr(train_dataset, "column_names", None) or [],

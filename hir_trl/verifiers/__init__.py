@@ -11,6 +11,7 @@ your own to `FAMILIES`, under a family of your own.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -97,15 +98,16 @@ def verify_constraint(
 
     Returns:
         A `Verdict`. Never raises: an unknown family, id or reading, bad kwargs or a checker exception give
-        ``Verdict(passed=False, error="TypeName: message")``.
+        ``Verdict(passed=False, error="TypeName: message")``. The checker gets a copy of ``kwargs``: whatever it does
+        to them, the caller's are unchanged.
     """
     try:
         verifier: VerifierFamily = FAMILIES[family].VERIFIER
     except KeyError:
         return Verdict(False, error=f"KeyError: {unknown_family_message(family)}")
     check = verifier.check_loose if loose else verifier.check
-    try:
-        return Verdict(bool(check(instruction_id, kwargs, response, prompt, reading)))
+    try:  # the checker gets its own copy: one that changes its arguments cannot change the row's constraint
+        return Verdict(bool(check(instruction_id, copy.deepcopy(kwargs), response, prompt, reading)))
     except Exception as exc:  # noqa: BLE001 - every failure becomes a recorded verdict
         return Verdict(False, error=f"{type(exc).__name__}: {exc}")
 
@@ -133,7 +135,7 @@ def achieved_constraint(constraint: Mapping[str, Any], response: str, prompt: st
     try:
         verifier: VerifierFamily = FAMILIES[constraint["family"]].VERIFIER
         instruction_id, stored = constraint["instruction_id"], constraint.get("kwargs")
-        kwargs = json.loads(stored) if isinstance(stored, str) else stored
+        kwargs = json.loads(stored) if isinstance(stored, str) else copy.deepcopy(stored)
         kwargs = verifier.build_checker(instruction_id, kwargs, prompt).achieved_kwargs(response)
         if kwargs is None or not verifier.check(instruction_id, kwargs, response, prompt):
             return None
