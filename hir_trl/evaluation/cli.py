@@ -140,7 +140,7 @@ class GenerateArguments:
 
     model_name_or_path: str = field(metadata={
         "aliases": ["--model", "-m"],
-        "help": "checkpoint folder (a full model, or a LoRA adapter folder: merged into its base for vLLM) or Hub "
+        "help": "checkpoint folder (a full model, or a LoRA adapter folder: merged into its base with peft) or Hub "
                 "model id"})
     output_dir: str = field(metadata={
         "aliases": ["-o"],
