@@ -143,6 +143,8 @@ def test_generate_refusals_come_before_generation(files, capsys, no_generation, 
         (["--output_dir", "o", "--judge_model", "hosted_vllm/j", "--judge_api_key_env", "",
           "--judge_extra_kwargs", "{bad"], "--judge_extra_kwargs is not valid JSON"),
         (["--output_dir", "o", "--backend", "vllm"], "needs vLLM"),
+        (["--output_dir", "o", "--plot", "o/IFEval.responses.jsonl"], "are one file"),  # over a responses file
+        (["--output_dir", "o", "--plot", "o/report.txt"], "--plot and the report's table are one file"),
     ]
     for flags, fragment in cases:
         code, out, err = _run(capsys, *base, *flags)
