@@ -394,10 +394,11 @@ def check_finished(resume_from_checkpoint: str | None, requested, output_dir: st
     (the checkpoint's own ``max_steps`` when the run trains by epochs, ``max_steps: -1``), and either
     ``--resume_from_checkpoint true`` is given or the checkpoint named is itself at that step. A checkpoint at
     ``max_steps`` whose final save did not complete (a full disk, a kill, Ctrl-C while saving) is no finished run:
-    resuming it trains no step and writes the final model.
+    its final model is written from the checkpoint (`complete_final_save`).
 
     Returns:
-        A line to show when the run resumes only to write its final model, else None.
+        Why the final model is to be written from the checkpoint (it is at ``max_steps``, the final save is not
+        whole), else None.
 
     Raises:
         AlreadyFinished: one line naming the step, the checkpoint, and how to train further.
@@ -419,8 +420,38 @@ def check_finished(resume_from_checkpoint: str | None, requested, output_dir: st
             "--max_steps to train further, or pass --overwrite_output_dir true to start again)")
     if at_end:
         return (f"{resume_from_checkpoint} is at step {step} of max_steps {target}, but {output_dir} holds no whole "
-                f"final model ({why}): writing it from the checkpoint, no step trained")
+                f"final model ({why})")
     return None
+
+
+def complete_final_save(checkpoint: str, output_dir: str, note: str) -> str:
+    """Write the final model of a run whose last checkpoint is at ``max_steps`` but whose final save did not
+    complete (`check_finished`'s ``note``): the checkpoint's model files, ``training_args.bin``,
+    ``trainer_state.json`` and model card, copied into ``output_dir`` (what the final save writes at that step), then
+    the marker. No model is loaded and no step trained (resuming through `Trainer.train` would train one more step).
+    Main process only.
+
+    Returns:
+        The line to print (the run then ends with exit status 0).
+
+    Raises:
+        ValueError: the checkpoint holds its model only in DeepSpeed's or FSDP's shards.
+    """
+    import shutil
+
+    source, folder = Path(checkpoint), Path(output_dir)
+    files = [p for p in sorted(source.iterdir()) if p.is_file()
+             and (p.name in ("trainer_state.json", "training_args.bin") or _MODEL_FILES.fullmatch(p.name))]
+    if not any(p.name in (*_FULL_WEIGHTS, *_ADAPTER_WEIGHTS) for p in files):
+        raise ValueError(f"{note}, and {source} holds its model only in DeepSpeed's or FSDP's shards: convert it "
+                         f"into {output_dir} (DeepSpeed's zero_to_fp32.py), or raise --max_steps to train on")
+    if _main_process():
+        start_final_save(output_dir)
+        for path in files:
+            shutil.copyfile(path, folder / path.name)
+        step = _state(source).get("global_step")
+        mark_final_save(output_dir, step, _state(source).get("max_steps") or step)
+    return f"{note}: wrote it from the checkpoint (no step left to train)"
 
 
 # ------------------------------------------------------------------------------------------ one run per folder
@@ -769,6 +800,6 @@ def training_run(trainer: Any, resume_from_checkpoint: str | bool | None) -> Ite
 
 __all__ = ["ABANDONED", "FINAL_MARK", "LOCK_FILE", "RESUME_SETTINGS", "AlreadyFinished", "check_finished",
            "check_output_dir", "check_resume", "check_resume_point", "checkpoint_file_problem", "claim_run_folder",
-           "final_model", "holding_run_folder", "last_checkpoint", "mark_final_save", "optimizer_restart_note",
-           "paths_read", "release_run_folder", "resume_settings", "run_outputs", "set_aside_later_line",
-           "start_final_save", "training_run", "unwritable"]
+           "complete_final_save", "final_model", "holding_run_folder", "last_checkpoint", "mark_final_save",
+           "optimizer_restart_note", "paths_read", "release_run_folder", "resume_settings", "run_outputs",
+           "set_aside_later_line", "start_final_save", "training_run", "unwritable"]
