@@ -45,6 +45,10 @@ RESUME_SETTINGS = ("learning_rate", "weight_decay", "adam_beta1", "adam_beta2", 
                    "per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation",
                    "num_iterations", "num_generations")
 
+#: The `RESUME_SETTINGS` that the optimizer's and the scheduler's state restore (a checkpoint without optimizer
+#: state, ``save_only_model: true``, restores none of them: a new value is then honoured).
+_OPTIMIZER_SETTINGS = frozenset(RESUME_SETTINGS[:10])
+
 
 def _main_process() -> bool:
     return os.environ.get("RANK", "0") == "0"
@@ -299,6 +303,8 @@ def check_resume_point(checkpoint: str | None, args: Any, lora: Mapping[str, Any
     if problem is not None:
         raise ValueError(f"resume_from_checkpoint: {problem}")
     recorded, current = _recorded_settings(path), resume_settings(args)
+    if optimizer_restart_note(str(path)) is not None:  # no optimizer state: the optimizer and schedule start anew
+        recorded = {k: v for k, v in recorded.items() if k not in _OPTIMIZER_SETTINGS}
     changed = [name for name in RESUME_SETTINGS if name in recorded and name in current
                and not _same(_plain(recorded[name]), current[name])]
     if changed:
@@ -516,18 +522,22 @@ _WRITTEN_FIELDS = frozenset({"output_dir", "logging_dir", "run_name", "hub_model
 
 
 def paths_read(*configs: Any, recipe: str | None = None) -> dict[str, str]:
-    """Every existing file or folder a run reads, by the field that names it: each string (or list of strings) of
-    the dataclasses ``configs`` that names an existing path (the model, the datasets, a judge cache, a chat template,
-    a DeepSpeed config, ...), fields of what the run writes aside (`_WRITTEN_FIELDS`), and the recipe itself."""
+    """Every existing file or folder a run reads, by the field that names it: each string (or list of strings, or
+    dataclass in a list, as TRL's ``datasets`` mixture) of the dataclasses ``configs`` that names an existing path
+    (the model, the datasets, a judge cache, a chat template, a DeepSpeed config, ...), fields of what the run writes
+    aside (`_WRITTEN_FIELDS`), and the recipe itself."""
     found: dict[str, str] = {"config": recipe} if recipe else {}
     for config in configs:
         for field in dataclasses.fields(config):
             value = getattr(config, field.name, None)
             if field.name in _WRITTEN_FIELDS:
                 continue
-            values = [(field.name, value)] if isinstance(value, (str, os.PathLike)) else (
-                [(f"{field.name}[{i}]", v) for i, v in enumerate(value) if isinstance(v, (str, os.PathLike))]
-                if isinstance(value, (list, tuple)) else [])
+            items = list(enumerate(value)) if isinstance(value, (list, tuple)) else []
+            values = [(field.name, value)] if isinstance(value, (str, os.PathLike)) else [
+                (f"{field.name}[{i}]", v) for i, v in items if isinstance(v, (str, os.PathLike))]
+            for i, item in items:
+                if dataclasses.is_dataclass(item) and not isinstance(item, type):
+                    found.update({f"{field.name}[{i}].{k}": v for k, v in paths_read(item).items()})
             for label, candidate in values:
                 try:
                     if str(candidate) and "\n" not in str(candidate) and Path(candidate).expanduser().exists():

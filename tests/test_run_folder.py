@@ -135,9 +135,13 @@ def test_paths_read_names_every_existing_path_and_nothing_else(tmp_path):
 
     as_dataclass = [dataclasses.make_dataclass(name, [(k, object) for k in vars(ns)])(**vars(ns))
                     for name, ns in (("S", script), ("C", config))]
+    mixture = dataclasses.make_dataclass("D", [("path", str), ("data_files", object)])
+    as_dataclass.append(dataclasses.make_dataclass("M", [("datasets", list)])(
+        [mixture("json", None), mixture("json", str(tmp_path / "data.jsonl"))]))  # TRL's datasets mixture
     found = paths_read(*as_dataclass, recipe="r.yaml")
     assert found == {"config": "r.yaml", "dataset_name": str(tmp_path / "data.jsonl"),
-                     "verifier_modules[0]": str(tmp_path)}  # what the run writes (output_dir, ...) is not "read"
+                     "verifier_modules[0]": str(tmp_path), "datasets[1].data_files": str(tmp_path / "data.jsonl")}
+    # what the run writes (output_dir, logging_dir, run_name) is not "read"
 
 
 # ------------------------------------------------------------------------------ 2. a run holds its folder
@@ -360,6 +364,15 @@ def test_a_checkpoint_without_a_settings_record_is_checked_against_its_optimizer
     check_resume_point(str(checkpoint), recipe_args())
     with pytest.raises(ValueError, match=f"was trained with {flag} "):
         check_resume_point(str(checkpoint), recipe_args(f"--{flag}", value))
+
+
+def test_a_model_only_checkpoint_takes_new_optimizer_settings_but_keeps_the_data_order(finished, tmp_path):
+    checkpoint = Path(shutil.copytree(finished[0] / "checkpoint-2", tmp_path / "checkpoint-2"))
+    for name in ("optimizer.pt", "scheduler.pt"):  # save_only_model: true
+        (checkpoint / name).unlink()
+    check_resume_point(str(checkpoint), recipe_args("--learning_rate", 5e-5, "--weight_decay", 0.1))  # honoured
+    with pytest.raises(ValueError, match="was trained with seed 42 \\(this run: 7\\)"):
+        check_resume_point(str(checkpoint), recipe_args("--seed", 7))
 
 
 def test_a_changed_setting_is_one_line_through_the_cli_and_the_api(finished, tmp_path, capsys):
