@@ -314,3 +314,28 @@ def test_eval_generate_cli_on_a_lora_folder(tiny_lora, tmp_path, capsys):
     assert code == 0, err
     assert f"hir-trl eval: {tiny_lora} is a LoRA adapter of" in err
     assert json.loads((tmp_path / "eval" / "report.json").read_text())["generation"]["model"] == str(tiny_lora)
+
+
+def test_base_model_name_or_path_overrides_the_recorded_base(tiny_lora, tiny_model_path, tmp_path, capsys):
+    import shutil
+
+    adapter = tmp_path / "adapter"
+    shutil.copytree(tiny_lora, adapter)
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    config["base_model_name_or_path"] = "./where-training-ran/base"  # a relative path that is no folder here
+    (adapter / "adapter_config.json").write_text(json.dumps(config))
+    bench = _jsonl(tmp_path / "bench.jsonl", [ROW])
+    code, _, err = _run(capsys, "generate", "-m", adapter, "-b", bench, "-o", tmp_path / "a")
+    assert code == 2 and err.count("\n") == 1 and "pass --base_model_name_or_path" in err, err
+    code, _, err = _run(capsys, "generate", "-m", adapter, "-b", bench, "-o", tmp_path / "b", "--max_tokens", "4",
+                        "--backend", "transformers", "--base_model_name_or_path", tiny_model_path, "--no_progress")
+    assert code == 0, err
+    assert f"is a LoRA adapter of {tiny_model_path}" in err
+    report = json.loads((tmp_path / "b" / "report.json").read_text())
+    assert report["generation"]["base_model"] == str(tiny_model_path)  # the report says what ran
+    for model, base, fragment in [(tiny_model_path, str(tiny_model_path), "is for a LoRA adapter folder"),
+                                  (adapter, str(tmp_path / "nowhere"), "no such model folder")]:
+        code, _, err = _run(capsys, "generate", "-m", model, "-b", bench, "-o", tmp_path / "c",
+                            "--base_model_name_or_path", base)
+        assert code == 2 and err.count("\n") == 1 and fragment in err, err
+        assert not (tmp_path / "c").exists()

@@ -146,6 +146,9 @@ class GenerateArguments:
         "aliases": ["-o"],
         "help": "folder of this evaluation: <benchmark>.responses.jsonl, report.json and report.txt; a folder that "
                 "holds another evaluation is refused unless --overwrite_output_dir true"})
+    base_model_name_or_path: str | None = field(default=None, metadata={
+        "help": "for a LoRA adapter folder: the base to merge it into instead of the one its adapter_config.json "
+                "names (e.g. a local copy of that Hub model, offline)"})
     overwrite_output_dir: bool = field(default=False, metadata={
         "help": "replace the evaluation already in output_dir (its report and responses files are deleted first)"})
     num_samples: int = field(default=1, metadata={
@@ -529,9 +532,10 @@ def run_generate(args: Arguments) -> int:
         model=args.model_name_or_path, num_samples=args.num_samples, temperature=args.temperature, top_p=args.top_p,
         top_k=args.top_k, max_tokens=args.max_tokens, seed=args.seed, batch_size=args.batch_size,
         backend=args.backend, dtype=args.dtype, tensor_parallel_size=args.tensor_parallel_size,
-        gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len)
+        gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len,
+        base_model=args.base_model_name_or_path)
     _check_model(args.model_name_or_path)
-    lora_base(args.model_name_or_path)  # an adapter's base that cannot be found: refused now
+    lora_base(args.model_name_or_path, args.base_model_name_or_path)  # an adapter's base not found: refused now
     _check_pass_k(args.pass_k, settings.num_samples)
     _check_plot(args.plot)
     sentence_tokenizer_name()  # the sentence splitter the scoring needs (NLTK's Punkt): set up now

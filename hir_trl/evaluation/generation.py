@@ -50,6 +50,8 @@ class GenerationSettings:
         tensor_parallel_size: GPUs per model (vLLM).
         gpu_memory_utilization: fraction of GPU memory vLLM may use.
         max_model_len: vLLM's context length; None: the model's.
+        base_model: for a LoRA adapter folder, the base to merge it into instead of the one its
+            ``adapter_config.json`` names (a local copy of a Hub base, e.g. offline); None: the recorded one.
     """
 
     model: str
@@ -65,6 +67,7 @@ class GenerationSettings:
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.9
     max_model_len: int | None = None
+    base_model: str | None = None
 
     def __post_init__(self) -> None:
         if self.num_samples < 1:
@@ -106,19 +109,29 @@ def choose_backend(requested: str = "auto") -> str:
     return requested
 
 
-def lora_base(model: str) -> str | None:
-    """The base model of a LoRA adapter folder (peft's ``adapter_config.json``, ``base_model_name_or_path``), or None
-    when ``model`` is no adapter folder (a full checkpoint or a Hub id).
+def lora_base(model: str, base_model: str | None = None) -> str | None:
+    """The base model of a LoRA adapter folder (peft's ``adapter_config.json``, ``base_model_name_or_path``, or
+    ``base_model`` when given), or None when ``model`` is no adapter folder (a full checkpoint or a Hub id).
 
     A relative local base is found from the current directory, else from the adapter folder.
 
     Raises:
-        ValueError: the adapter names no base, or a local base folder that does not exist (named, with the fix).
+        ValueError: the adapter names no base, or a local base folder that does not exist (named, with the fix);
+            ``base_model`` for a ``model`` that is no adapter folder.
     """
     folder = Path(model).expanduser()
     config_path = folder / ADAPTER_CONFIG
     if not config_path.is_file() or (folder / "config.json").is_file():
+        if base_model is not None:
+            raise ValueError(f"--base_model_name_or_path {base_model} is for a LoRA adapter folder, and {model} is none "
+                             f"(no {ADAPTER_CONFIG}, or a full model): leave it out")
         return None
+    if base_model is not None:
+        from ..data.loading import _looks_local
+
+        if not Path(base_model).expanduser().is_dir() and _looks_local(base_model):
+            raise ValueError(f"--base_model_name_or_path {base_model}: no such model folder")
+        return base_model
     try:
         base = json.loads(config_path.read_text(encoding="utf-8")).get("base_model_name_or_path")
     except (OSError, ValueError, AttributeError) as exc:
@@ -131,14 +144,15 @@ def lora_base(model: str) -> str | None:
         if candidate.is_dir():
             return str(candidate)
     if Path(base).is_absolute() or _looks_local(base):
-        raise ValueError(f"{config_path}: its base model {base} is no folder here: set base_model_name_or_path to "
-                         "the base model's Hub id or its folder")
+        raise ValueError(f"{config_path}: its base model {base} is no folder here: pass --base_model_name_or_path "
+                         "(the base model's folder or Hub id), or set base_model_name_or_path in that file")
     return base
 
 
-def merge_lora(adapter: str, dtype: str = "auto"):
-    """The base model of the LoRA adapter folder ``adapter`` with the adapter merged into its weights (peft's
-    ``PeftModel.from_pretrained(base, adapter).merge_and_unload()``): an ordinary transformers model.
+def merge_lora(adapter: str, dtype: str = "auto", base_model: str | None = None):
+    """The base model of the LoRA adapter folder ``adapter`` (`lora_base`; ``base_model`` overrides the recorded one)
+    with the adapter merged into its weights (peft's ``PeftModel.from_pretrained(base, adapter).merge_and_unload()``):
+    an ordinary transformers model.
 
     Raises:
         ValueError: see `lora_base`.
@@ -146,14 +160,15 @@ def merge_lora(adapter: str, dtype: str = "auto"):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    base = lora_base(adapter)
+    base = lora_base(adapter, base_model)
     if base is None:
         raise ValueError(f"{adapter} is no LoRA adapter folder (no {ADAPTER_CONFIG})")
     model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
     return PeftModel.from_pretrained(model, adapter).merge_and_unload()
 
 
-def save_merged_lora(adapter: str, folder: str | os.PathLike, dtype: str = "auto") -> Path:
+def save_merged_lora(adapter: str, folder: str | os.PathLike, dtype: str = "auto",
+                     base_model: str | None = None) -> Path:
     """`merge_lora`, saved as a full checkpoint in ``folder`` with the tokenizer (the adapter's, else the base's),
     which vLLM loads as any model.
 
@@ -163,11 +178,11 @@ def save_merged_lora(adapter: str, folder: str | os.PathLike, dtype: str = "auto
     from transformers import AutoTokenizer
 
     path = Path(folder)
-    merge_lora(adapter, dtype).save_pretrained(path)
+    merge_lora(adapter, dtype, base_model).save_pretrained(path)
     try:
         tokenizer = AutoTokenizer.from_pretrained(adapter)
     except (OSError, ValueError):
-        tokenizer = AutoTokenizer.from_pretrained(lora_base(adapter))
+        tokenizer = AutoTokenizer.from_pretrained(lora_base(adapter, base_model))
     tokenizer.save_pretrained(path)
     return path
 
@@ -197,7 +212,7 @@ def generate_responses(prompts: Sequence[Messages], settings: GenerationSettings
     """
     backend = choose_backend(settings.backend)
     announce = announce or (lambda line: print(line, file=sys.stderr))
-    base = lora_base(settings.model)
+    base = lora_base(settings.model, settings.base_model)
     if not prompts:
         return [], backend
     if backend == "vllm":
@@ -208,7 +223,7 @@ def generate_responses(prompts: Sequence[Messages], settings: GenerationSettings
         with tempfile.TemporaryDirectory(dir=workdir, prefix=".merged-lora-") as merged:
             announce(f"{settings.model} is a LoRA adapter of {base}: merged into the base with peft in {merged} "
                      "(removed afterwards), which vLLM loads")
-            save_merged_lora(settings.model, merged, settings.dtype)
+            save_merged_lora(settings.model, merged, settings.dtype, settings.base_model)
             return _generate_vllm(prompts, settings, progress, merged), backend
     if base is not None:
         announce(f"{settings.model} is a LoRA adapter of {base}: merged into the base with peft in memory "
@@ -253,7 +268,7 @@ def _generate_transformers(prompts: Sequence[Messages], settings: GenerationSett
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    model = (merge_lora(settings.model, settings.dtype) if lora_of is not None
+    model = (merge_lora(settings.model, settings.dtype, settings.base_model) if lora_of is not None
              else AutoModelForCausalLM.from_pretrained(settings.model, dtype=settings.dtype)).to(device).eval()
 
     texts = [tokenizer.apply_chat_template(list(p), add_generation_prompt=True, tokenize=False) for p in prompts]
