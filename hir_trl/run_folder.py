@@ -751,7 +751,7 @@ def claim_run_folder(output_dir: str, main_process: bool | None = None) -> None:
 
 def release_run_folder(output_dir: str | None = None) -> None:
     """Release this process's claim on ``output_dir`` (every folder it holds when None). A folder the claim created
-    that holds nothing but the lock file (a run refused before writing) is removed again."""
+    that holds no file but the lock (a run refused before writing anything) is removed again."""
     keys = list(_HELD) if output_dir is None else [str(Path(output_dir).resolve())]
     for key in keys:
         held = _HELD.get(key)
@@ -763,9 +763,10 @@ def release_run_folder(output_dir: str | None = None) -> None:
         lock, created, _ = _HELD.pop(key)
         folder = Path(key)
         try:
-            if created and [p.name for p in folder.iterdir()] == [LOCK_FILE]:
-                (folder / LOCK_FILE).unlink()
-                folder.rmdir()
+            if created and [p.name for p in folder.rglob("*") if not p.is_dir()] == [LOCK_FILE]:
+                import shutil
+
+                shutil.rmtree(folder)  # the lock and empty folders (the Trainer's, TRL's completions/) only
         except OSError:
             pass
         finally:
