@@ -38,6 +38,18 @@ Each rank must hold whole groups: `per_device_train_batch_size * steps_per_gener
 `num_generations`, and the batch grown by the replays must split into `steps_per_generation` micro-batches;
 `HiRConfig` raises a `ValueError` naming the fix otherwise (`hir_trl.configs.check_batch_layout`). Where the
 defaults depart from the paper, and why: [faithfulness.md](faithfulness.md).
+
+Settings that cannot train are refused when `HiRConfig` is built, before a model is loaded, each in one line naming
+the field and its range (`hir_trl.configs.validate`): `learning_rate <= 0`; a negative `beta`, `epsilon` or
+`epsilon_high`; `delta <= 1`; `num_generations < 2`; a batch size, `gradient_accumulation_steps`,
+`steps_per_generation` or `num_iterations` below 1; sampling that is greedy (`top_k: 1`, `top_p: 0`, `min_p: 1`,
+and `temperature <= 0`), as a group's m completions would all be the same; `top_k: -1` (vLLM's spelling of "off":
+here it is 0); `repetition_penalty <= 0`, `top_entropy_quantile` outside [0, 1], Adam betas outside [0, 1); a value
+of the wrong kind (`num_generations: null` in a field that takes no null, the message giving its default; one value
+where a list is needed). `HiRTrainer` refuses training data with fewer rows than one step's prompts
+(`generation_batch_size / num_generations`), naming both numbers, and a run that still ends without an optimizer
+step (a streaming dataset that runs out) raises `NothingTrainedError`: `hir-trl train` exits 2 without saving a
+model.
 """
 
 def _default(f: dataclasses.Field) -> Any:
