@@ -150,6 +150,18 @@ def test_a_key_that_cannot_be_joined_to_one_row_is_one_line(tmp_path, capsys, li
         score([load_benchmark(a, name="A"), load_benchmark(b, name="B")], read_responses(responses))
 
 
+def test_rows_sharing_a_key_keep_their_own_responses(tmp_path):
+    bench = load_benchmark(_bench(tmp_path, "dup", A_PROMPTS[:2], keys=["k", "k"]), name="A")
+    lines = [{"key": "k", "prompt": A_PROMPTS[0], "response": "no comma"},
+             {"key": "k", "prompt": A_PROMPTS[1], "response": "one, two"}]
+    report = score([bench], read_responses(write_rows(tmp_path / "r.jsonl", lines)))
+    rows = report["benchmarks"]["A"]["rows"]
+    assert [(row["num_responses"], row["samples"][0]["strict"]) for row in rows] == [(1, [True]), (1, [False])]
+    rewritten = [{**lines[0], "prompt": "<s>rewritten</s>"}, lines[1]]
+    with pytest.raises(ResponsesFormatError, match="key 'k' names 2 rows of A .* none of theirs"):
+        score([bench], read_responses(write_rows(tmp_path / "r2.jsonl", rewritten)))
+
+
 def test_a_line_repeated_in_two_files_is_one_sample(tmp_path):
     a, b = _two(tmp_path)
     lines = [{**line, "sample": 0, "benchmark": "A"} for line in A_LINES]
@@ -603,3 +615,18 @@ def test_a_lone_surrogate_escape_in_a_data_file_names_file_line_and_field(tmp_pa
     assert_nothing_written(tmp_path)
     with pytest.raises(ValueError, match=re.escape(f"line 2: field '{field}'")):
         load_hir_dataset(data)
+
+
+def test_hir_trl_train_that_trains_no_step_exits_2_and_saves_nothing(tmp_path, capsys, tiny_model_path, monkeypatch):
+    """The guard behind the row check: with the check out of the way, the run itself refuses to end as a success."""
+    import hir_trl.trainer
+
+    monkeypatch.setattr(hir_trl.trainer, "check_enough_rows", lambda args, dataset: None)
+    data = write_rows(tmp_path / "one.jsonl", [native(id="only")])  # 1 row; a step samples 2 prompts
+    code, out, err = train(tmp_path, capsys, "--dataset_name", data, "--model_name_or_path", tiny_model_path,
+                           "--build_tiny_model", "false", "--max_steps", "1", "--save_strategy", "no")
+    last = err.strip().splitlines()[-1]
+    assert code == 2, err
+    assert last.startswith("hir-trl train: error: stopped at step 0: trained no optimizer step"), err
+    assert "Traceback" not in err
+    assert not (tmp_path / "out" / "model.safetensors").exists() and not (tmp_path / "out" / "README.md").exists()

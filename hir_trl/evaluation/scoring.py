@@ -125,8 +125,9 @@ class ResponseSet:
         key_prompts: the same keys -> the normalized prompt text of those lines.
         key_lines: the same keys -> ``(location, normalized prompt, sample order, line order, response)`` of every
             line that gives that key.
-        joined: benchmark name -> row key -> ``(normalized prompt, responses)``: the keyed lines `check_keys` joined
-            to that benchmark's rows (a key is always read with its benchmark, never alone).
+        joined: benchmark name -> ``(row key, the row's normalized prompt)`` -> ``(normalized prompt of the lines,
+            responses)``: the keyed lines `check_keys` joined to that benchmark's rows (a key is always read with its
+            benchmark, never alone; rows sharing a key are told apart by their prompts).
     """
 
     by_prompt: dict[str, list[str]] = field(default_factory=dict)
@@ -134,7 +135,7 @@ class ResponseSet:
     by_key: dict[tuple[str | None, str], list[str]] = field(default_factory=dict)
     key_prompts: dict[tuple[str | None, str], str] = field(default_factory=dict)
     key_lines: dict[tuple[str | None, str], list[tuple[str, str, float, int, str]]] = field(default_factory=dict)
-    joined: dict[str, dict[str, tuple[str, list[str]]]] = field(default_factory=dict)
+    joined: dict[str, dict[tuple[str, str], tuple[str, list[str]]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         normalized: dict[str, list[str]] = {}
@@ -160,7 +161,8 @@ class ResponseSet:
         - it names no benchmark, its prompt is no row's of that key, and two benchmarks have a row of that key
           (which benchmark's row it answers cannot be told);
         - two lines join one row with different prompts (two samples of one prompt with different responses are
-          refused when read, `read_responses`).
+          refused when read, `read_responses`);
+        - its key is shared by several rows of a benchmark and its prompt is none of theirs.
 
         Raises:
             ResponsesFormatError: naming the line, its key, and the prompts.
@@ -172,7 +174,7 @@ class ResponseSet:
                 rows.setdefault((benchmark.name, str(row.key)), []).append(normalize_prompt(row.prompt))
                 prompts.setdefault(benchmark.name, set()).add(normalize_prompt(row.prompt))
         names = [b.name for b in benchmarks]
-        joined: dict[tuple[str, str], list[tuple[str, str, float, int, str]]] = {}
+        joined: dict[tuple[str, str, str], list[tuple[str, str, float, int, str]]] = {}
         for (bench, key), lines in self.key_lines.items():
             if bench is not None and bench not in names:
                 continue
@@ -194,10 +196,16 @@ class ResponseSet:
                         f"{_snippet(prompt)!r} is neither row's: add \"benchmark\": NAME to the line (as hir-trl "
                         "eval generate writes it) so that its response is scored against its own benchmark's row")
                 for name in exact or holders:
-                    joined.setdefault((name, key), []).append(line)
+                    own = rows[name, key]
+                    if len(own) > 1 and prompt not in own:  # a key two rows of one benchmark share
+                        raise ResponsesFormatError(
+                            f"{where}: key {key!r} names {len(own)} rows of {name} (its rows share that key), and "
+                            f"this line's prompt {_snippet(prompt)!r} is none of theirs: remove the key to match by "
+                            "prompt text, or give the rows distinct keys")
+                    joined.setdefault((name, key, prompt if len(own) > 1 else own[0]), []).append(line)
         for name in names:
             self.joined[name] = {}
-        for (name, key), lines in joined.items():
+        for (name, key, row_prompt), lines in joined.items():
             first = lines[0]
             for where, prompt, *_ in lines:
                 if prompt != first[1]:
@@ -207,12 +215,12 @@ class ResponseSet:
                         "one row; fix the key or the benchmark of one of the lines")
             unique = {(sample, response) if sample != math.inf else (sample, order, response): (sample, order, response)
                       for _, _, sample, order, response in lines}
-            self.joined[name][key] = (first[1], [r for _, _, r in sorted(unique.values())])
+            self.joined[name][key, row_prompt] = (first[1], [r for _, _, r in sorted(unique.values())])
 
     def _keyed(self, row: Any, benchmark: str | None) -> tuple[str, list[str]] | None:
         """The prompt and responses of the keyed lines joined to ``row`` of ``benchmark``, or None (by prompt)."""
         if benchmark is not None and benchmark in self.joined:
-            return self.joined[benchmark].get(str(row.key))
+            return self.joined[benchmark].get((str(row.key), normalize_prompt(row.prompt)))
         for key in ((benchmark, str(row.key)), (None, str(row.key))):
             if self.by_key.get(key):
                 return self.key_prompts[key], self.by_key[key]
