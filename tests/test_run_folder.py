@@ -204,6 +204,21 @@ def test_only_the_main_process_holds_the_folder(holder, monkeypatch):
         claim_run_folder(str(folder))
 
 
+@pytest.mark.slow
+def test_under_torchrun_rank_0_refuses_and_no_rank_hangs(holder, tiny_model_path):
+    proc, folder = holder
+    launcher = shutil.which("torchrun") or str(Path(sys.executable).parent / "torchrun")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT)}
+    command = [launcher, "--standalone", "--nproc_per_node", "2", "-m", "hir_trl.cli", "train", "--config",
+               str(TINY_RECIPE), "--output_dir", str(folder), "--model_name_or_path", str(tiny_model_path),
+               "--build_tiny_model", "false", "--per_device_train_batch_size", "6", "--max_steps", "1"]
+    run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)  # a hang fails here
+    assert run.returncode != 0
+    ours = [line for line in run.stderr.splitlines() if line.startswith("hir-trl train:")]
+    assert len(ours) == 1 and f"is in use by another run (pid {proc.pid}" in ours[0], run.stderr[-3000:]
+    assert [p.name for p in folder.iterdir()] == [LOCK_FILE]  # nothing written by either rank
+
+
 def test_the_python_api_holds_the_folder_too(holder):
     proc, folder = holder
     trainer = SimpleNamespace(args=SimpleNamespace(output_dir=str(folder)),
