@@ -1,7 +1,7 @@
 """An ``output_dir`` holds one run (docs/scale-out.md "Resume and re-run"): who may write it, what a resume continues,
 and when a run is finished.
 
-- A run holds its folder (`holding_run_folder`, `claim_run_folder`): an OS lock on ``output_dir/.hir-trl.lock``
+- A run holds its folder (`holding_run_folder`, `claim_run_folder`): an OS lock on ``output_dir/_hir-trl.lock``
   (the `filelock` library's ``flock``), taken by the main process only and released by the operating system when the
   process ends, however it ends; a second run on the folder is refused, naming the holder's pid.
 - A fresh run into a folder that holds another run is refused unless ``--overwrite_output_dir``, which deletes what
@@ -32,11 +32,11 @@ from typing import Any
 from .errors import one_line
 
 #: The lock file a run holds in its ``output_dir`` (its content names the holder: pid, host, start time).
-LOCK_FILE = ".hir-trl.lock"
+LOCK_FILE = "_hir-trl.lock"
 #: The final save's marker, written after the model, the trainer state and the model card: the files and their sizes.
 FINAL_MARK = "hir_final_model.json"
 #: Where `set_aside_later_line` moves the checkpoints, completion logs and final files of an abandoned line.
-ABANDONED = "abandoned"
+ABANDONED = "_abandoned"
 #: Settings a checkpoint keeps (recorded in its ``hir_state.json``; `check_resume_point`): the optimizer's and the
 #: scheduler's, which resuming restores from the checkpoint whatever the run sets, and those the data order and TRL's
 #: generation schedule follow, which resuming with other values would shift.
@@ -483,7 +483,7 @@ def _previous_run(output_dir: str) -> list[str]:
 
 def run_outputs(output_dir: str) -> list[Path]:
     """Every path of ``output_dir`` that an earlier run wrote, which ``--overwrite_output_dir`` removes: its
-    ``checkpoint-N`` folders, ``completions/``, ``abandoned/``, TensorBoard's ``runs/``, `_RUN_FILES`, its HiR model
+    ``checkpoint-N`` folders, ``completions/``, ``_abandoned/``, TensorBoard's ``runs/``, `_RUN_FILES`, its HiR model
     card, and its final model (`_MODEL_FILES`, only when ``training_args.bin`` is there). Nothing else: a folder or
     file of the user's (a model or data kept inside ``output_dir``) stays."""
     folder = Path(output_dir)
@@ -612,7 +612,7 @@ def check_output_dir(output_dir: str, resume_from_checkpoint: str | None, overwr
 def set_aside_later_line(resume_from_checkpoint: str | None, output_dir: str,
                          keep: Sequence[str | None] = ()) -> tuple[Path | None, list[str]]:
     """Before resuming from ``checkpoint-N`` of ``output_dir``, move the later line aside into
-    ``output_dir/abandoned/after-checkpoint-N`` (``-2``, ``-3``, ... when taken): the ``checkpoint-M`` folders with
+    ``output_dir/_abandoned/after-checkpoint-N`` (``-2``, ``-3``, ... when taken): the ``checkpoint-M`` folders with
     M > N, the completion logs of steps after N, and a final model, trainer state and marker of a later step (files
     of ``keep``, which this run reads, stay). So ``--resume_from_checkpoint true`` and Ctrl-C's message never point
     at the abandoned line, and a later final model is not "already finished". Moved on the main process only.

@@ -29,6 +29,7 @@ import pytest
 
 from hir_trl.cli.main import main, parse_train_args
 from hir_trl.run_folder import (
+    ABANDONED,
     FINAL_MARK,
     LOCK_FILE,
     check_finished,
@@ -176,6 +177,17 @@ def test_a_second_run_on_a_held_folder_is_refused_naming_the_holder(finished, ho
     stdout, err = capsys.readouterr()
     assert_one_line_error(code, stdout, err, f"is in use by another run (pid {proc.pid}", "wait for it to end")
     assert snapshot(folder) == before  # not overwritten, not resumed, not called finished
+
+
+def test_hub_uploads_leave_out_the_lock_and_the_abandoned_line():
+    from huggingface_hub.utils import filter_repo_objects
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+    paths = [LOCK_FILE, f"{ABANDONED}/after-checkpoint-1/checkpoint-2/model.safetensors",
+             f"{ABANDONED}/after-checkpoint-1/trainer_state.json", "model.safetensors", FINAL_MARK]
+    # the patterns Trainer.push_to_hub and _push_from_checkpoint upload output_dir with
+    kept = list(filter_repo_objects(paths, ignore_patterns=["_*", f"{PREFIX_CHECKPOINT_DIR}-*"]))
+    assert kept == ["model.safetensors", FINAL_MARK]  # no pid or host name, no abandoned checkpoints on the Hub
 
 
 def test_a_killed_holder_leaves_nothing_stuck(holder):
@@ -345,7 +357,7 @@ def test_resuming_from_an_earlier_checkpoint_continues_only_this_line(finished, 
     assert hir_train(out, finished[1], "--max_steps", 2, "--save_steps", 1,
                      "--resume_from_checkpoint", out / "checkpoint-1") == 0
     err = capsys.readouterr().err
-    aside = out / "abandoned" / "after-checkpoint-1"
+    aside = out / "_abandoned" / "after-checkpoint-1"
     assert f"moved the later line aside to {aside} (checkpoint-2, completions/completions_00002.parquet" in err
     assert (aside / "checkpoint-2" / "trainer_state.json").is_file() and (aside / FINAL_MARK).is_file()
     assert final_model(str(out))[0]["global_step"] == 2 and logged(out) == [1, 2]

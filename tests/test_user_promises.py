@@ -198,7 +198,7 @@ def test_resuming_from_an_earlier_checkpoint_moves_the_later_line_aside(finished
     assert set_aside_later_line(str(out / "checkpoint-2"), str(out)) == (None, [])  # the latest: nothing later
     before = _snapshot(out)
     where, moved = set_aside_later_line(str(out / "checkpoint-1"), str(out))
-    assert where == out / "abandoned" / "after-checkpoint-1"
+    assert where == out / "_abandoned" / "after-checkpoint-1"
     assert {"checkpoint-2", "completions/completions_00002.parquet", "hir_final_model.json", "trainer_state.json",
             "model.safetensors", "training_args.bin"} <= set(moved)
     assert sorted(p.name for p in (out / "completions").glob("*.parquet")) == ["completions_00001.parquet"]
