@@ -44,7 +44,7 @@ from hir_trl.run_folder import (
     unwritable,
 )
 
-from .testing_utils import REPO_ROOT, TINY_RECIPE, assert_one_line_error
+from .testing_utils import REPO_ROOT, SAMPLE_DATA, TINY_RECIPE, assert_one_line_error
 
 
 @pytest.fixture(scope="module")
@@ -415,6 +415,36 @@ def test_a_changed_setting_is_one_line_through_the_cli_and_the_api(finished, tmp
                               accelerator=SimpleNamespace(is_main_process=True), model=None)
     with pytest.raises(ValueError, match="learning_rate"), training_run(trainer, True):
         pass
+
+
+def test_hir_trainer_train_checks_the_resume_point_and_the_card_names_it(finished, tmp_path):
+    from hir_trl import HiRTrainer, load_hir_dataset
+
+    out = copy_run(finished, tmp_path)
+    args = recipe_args("--output_dir", out, "--learning_rate", 5e-5, "--max_steps", 3, "--save_strategy", "no",
+                       "--log_completions", "false")
+    trainer = HiRTrainer(str(finished[1]), args=args, train_dataset=load_hir_dataset(str(SAMPLE_DATA)))
+    with pytest.raises(ValueError, match="was trained with learning_rate 0.0001 \\(this run: 5e-05\\)"):
+        trainer.train(resume_from_checkpoint=True)
+    assert trainer.state.global_step == 0  # refused before anything loaded
+    trainer.args.learning_rate = 1e-4  # the checkpoint's: resumes
+    trainer.train(resume_from_checkpoint=True)
+    assert trainer.state.global_step == 3 and trainer.resumed_from == str(out / "checkpoint-2")
+    trainer.save_model(str(out))
+    trainer.create_model_card()
+    assert f"- Resumed from `{out / 'checkpoint-2'}`" in (out / "README.md").read_text()
+
+
+def test_ctrl_c_points_at_the_checkpoint_resumed_from_until_this_run_saves_one(tmp_path):
+    from hir_trl.run_folder import last_checkpoint
+
+    out = tmp_path / "out"
+    assert last_checkpoint(str(out)) is None
+    assert last_checkpoint(str(out), "/elsewhere/checkpoint-4") == "/elsewhere/checkpoint-4"
+    (out / "checkpoint-5").mkdir(parents=True)  # being saved: no trainer_state.json yet
+    assert last_checkpoint(str(out), "/elsewhere/checkpoint-4") == "/elsewhere/checkpoint-4"
+    (out / "checkpoint-5" / "trainer_state.json").write_text("{}")
+    assert last_checkpoint(str(out), "/elsewhere/checkpoint-4") == str(out / "checkpoint-5")
 
 
 def _checkpoints_with_steps(finished, tmp_path, args, steps) -> Path:
