@@ -530,11 +530,17 @@ def test_a_lora_or_full_mismatch_on_resume_is_refused(finished, tmp_path):
 
 @pytest.mark.parametrize("flags, fragment", [
     (["--use_peft", "true"], "holds a whole model (no adapter_model.safetensors), and this run trains a LoRA"),
-    (["--use_peft", "true", "--lora_r", 4], "holds a whole model"),
+    ([], "holds a LoRA adapter (adapter_model.safetensors), and this run trains the whole model"),
+    (["--use_peft", "true", "--lora_r", 4, "--lora_alpha", 16, "--lora_target_modules", "q_proj", "v_proj"],
+     "holds a LoRA adapter with lora_r 8 (this run: 4)"),
 ])
 def test_a_lora_mismatch_is_one_line_through_the_cli(finished, tmp_path, capsys, flags, fragment):
     out = copy_run(finished, tmp_path)
     (out / FINAL_MARK).unlink()
+    if "whole model (" not in fragment:  # the run's checkpoints hold a LoRA adapter
+        for step in (1, 2):
+            shutil.rmtree(out / f"checkpoint-{step}")
+            shutil.copytree(_adapter_checkpoint(finished, tmp_path / str(step)), out / f"checkpoint-{step}")
     before = snapshot(out)
     code = hir_train(out, finished[1], *flags, "--resume_from_checkpoint", "true")
     stdout, err = capsys.readouterr()
