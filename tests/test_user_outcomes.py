@@ -518,7 +518,8 @@ def test_install_advice_for_an_extras_package_names_the_extra():
     packages = _extra_packages()
     assert packages["vllm"] == "vllm" and packages["matplotlib"] == "plot"
     bare = []
-    for path in sorted((REPO_ROOT / "hir_trl").rglob("*.py")):
+    texts = [*(REPO_ROOT / "hir_trl").rglob("*.py"), REPO_ROOT / "README.md", *(REPO_ROOT / "docs").glob("*.md")]
+    for path in sorted(texts):
         for number, line in enumerate(path.read_text().splitlines(), start=1):
             for name in re.findall(r"pip install ([A-Za-z0-9_.-]+)", line):
                 if name.lower() in packages:
