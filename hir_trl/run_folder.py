@@ -274,7 +274,9 @@ def _lora_problem(checkpoint: Path, lora: Mapping[str, Any] | None) -> str | Non
     if differ:
         return (f"{checkpoint} holds a LoRA adapter with {', '.join(differ)}: pass the checkpoint's values, or "
                 "start a new run from the base model")
-    return None
+    from .models.adapter_base import resume_base_problem
+
+    return resume_base_problem(checkpoint, lora.get("base"))  # the base it was trained on, _hir_adapter_base.json
 
 
 def check_resume_point(checkpoint: str | None, args: Any, lora: Mapping[str, Any] | None = None) -> None:
@@ -283,12 +285,14 @@ def check_resume_point(checkpoint: str | None, args: Any, lora: Mapping[str, Any
     Args:
         checkpoint: the checkpoint folder (`check_resume`), or None (nothing to check).
         args: the run's `HiRConfig`.
-        lora: the run's LoRA settings (``r``, ``lora_alpha``, ``target_modules``), or None for a full model.
+        lora: the run's LoRA settings (``r``, ``lora_alpha``, ``target_modules``; ``base``, the model's
+            `hir_trl.models.adapter_base.trained_base`, when the model is loaded), or None for a full model.
 
     Raises:
         ValueError: one line naming the checkpoint and the fix, when
             - it holds no model weights, or a LoRA adapter for a full run, a whole model for a LoRA run, or an
-              adapter of another rank, alpha or target modules;
+              adapter of another rank, alpha or target modules, or trained on another base than ``lora``'s
+              ``base`` (`hir_trl.models.adapter_base.resume_base_problem`);
             - the run sets a `RESUME_SETTINGS` value other than the checkpoint's (``transformers`` would restore the
               optimizer's and scheduler's from the checkpoint and drop the new ones silently; the others would
               shift the data order or TRL's generation schedule);
@@ -337,7 +341,7 @@ _RUN_FILES = ("trainer_state.json", "training_args.bin", "all_results.json", "tr
 #: only when ``training_args.bin`` marks the top of ``output_dir`` as a run's final model.
 _MODEL_FILES = re.compile(
     r"(?:config|generation_config|tokenizer|tokenizer_config|special_tokens_map|added_tokens|vocab|"
-    r"preprocessor_config|processor_config|chat_template|adapter_config)\.(?:json|jinja)"
+    r"preprocessor_config|processor_config|chat_template|adapter_config|_hir_adapter_base)\.(?:json|jinja)"
     r"|(?:model|pytorch_model|adapter_model)(?:-\d+-of-\d+)?\.(?:safetensors|bin)"
     r"|(?:model|pytorch_model)\.(?:safetensors|bin)\.index\.json|merges\.txt|vocab\.txt|tokenizer\.model|README\.md")
 #: A HiR model card (`hir_trl.card.hir_card_section`): a README.md that is a run's output, not the user's.
@@ -790,7 +794,10 @@ def _trainer_lora(model: Any) -> dict[str, Any] | None:
     if not isinstance(configs, Mapping) or not configs:
         return None
     config = configs.get("default", next(iter(configs.values())))
-    return {name: getattr(config, name, None) for name in ("r", "lora_alpha", "target_modules")}
+    from .models.adapter_base import trained_base
+
+    return {**{name: getattr(config, name, None) for name in ("r", "lora_alpha", "target_modules")},
+            "base": trained_base(model)}
 
 
 @contextmanager

@@ -357,6 +357,14 @@ class HiRTrainer(GRPOTrainer):
             save_checkpoint_state(self.hir_passes.checkpoint_folder(trial), self.hir_passes.replay_rng,
                                   os.path.join(self.args.output_dir, "README.md"), resume_settings(self.args))
 
+    def _save(self, output_dir: str | None = None, state_dict: Any = None) -> None:
+        """Override of `transformers.Trainer._save` (every save of the model: the final one, each ``checkpoint-N``,
+        ``push_to_hub``'s): super's, then beside a LoRA adapter ``_hir_adapter_base.json``, the exact base it was
+        trained on, which ``hir-trl eval generate`` merges it into while that base is here
+        (`hir_trl.trl_adapter.TRLPasses.write_adapter_base`)."""
+        super()._save(output_dir, state_dict)
+        self.hir_passes.write_adapter_base(output_dir)
+
     def _load_optimizer_and_scheduler(self, checkpoint):
         """Override of `GRPOTrainer._load_optimizer_and_scheduler`: also restore the replay RNG on resume.
 

@@ -92,10 +92,24 @@ class TRLPasses:
     def record_adapter_base(self) -> dict[str, str]:
         """The base a LoRA adapter of the trained model records (peft's ``peft_config[name].base_model_name_or_path``,
         written to ``adapter_config.json`` at every save): the Hub id of a local base when known, else its absolute
-        path (`hir_trl.models.smollm2.record_adapter_base`)."""
-        from .models.smollm2 import record_adapter_base
+        path (`hir_trl.models.adapter_base.record_adapter_base`)."""
+        from .models.adapter_base import record_adapter_base
 
         return record_adapter_base(self.trainer.model)
+
+    def write_adapter_base(self, output_dir: str | None) -> list:
+        """After a save into ``output_dir`` (None: ``args.output_dir``; `Trainer._save`, which the final save, every
+        ``checkpoint-N`` and ``push_to_hub`` go through): beside each LoRA adapter, ``_hir_adapter_base.json``, the
+        exact base trained on (`hir_trl.models.adapter_base.write_adapter_base_records`); main process only.
+
+        Returns:
+            The files written (none for a full model, or on another process).
+        """
+        from .models.adapter_base import write_adapter_base_records
+
+        if not self.args.should_save:
+            return []
+        return write_adapter_base_records(output_dir or self.args.output_dir, self.trainer.model)
 
     def hub_upload_note(self) -> str | None:
         """One line when an upload (``push_to_hub``) will carry the completion logs (``log_completions``, kept in

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from hir_trl.evaluation import cli as eval_cli
+from hir_trl.evaluation import generation
 from hir_trl.evaluation.generation import GenerationSettings, generate_responses, lora_base, merge_lora
 
 ROW = {"key": "k1", "prompt": "P1", "instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}
@@ -221,8 +222,13 @@ def test_lora_base_finds_the_base_or_refuses_in_one_line(tmp_path, monkeypatch):
     assert lora_base(str(_adapter_config(tmp_path / "a1", "models/base"))) == "models/base"  # from the cwd
     (_adapter_config(tmp_path / "models" / "a2", "base") / "base").mkdir()
     assert lora_base(str(tmp_path / "models" / "a2")) == str(tmp_path / "models" / "a2" / "base")  # beside it
-    assert lora_base(str(_adapter_config(tmp_path / "a3", "HuggingFaceTB/SmolLM2-135M-Instruct"))) == \
-        "HuggingFaceTB/SmolLM2-135M-Instruct"
+    hub = str(_adapter_config(tmp_path / "a3", "HuggingFaceTB/SmolLM2-135M-Instruct"))
+    monkeypatch.setattr(generation, "_hub_offline", lambda: True)  # offline, and not in the Hub cache: refused
+    with pytest.raises(ValueError, match="its recorded base HuggingFaceTB/SmolLM2-135M-Instruct .*not in the local "
+                                         "Hub cache and HF_HUB_OFFLINE is set: pass --base_model_name_or_path"):
+        lora_base(hub)
+    monkeypatch.setattr(generation, "_hub_offline", lambda: False)
+    assert lora_base(hub) == "HuggingFaceTB/SmolLM2-135M-Instruct"
     with pytest.raises(ValueError, match="its base model ./gone is no folder here"):
         lora_base(str(_adapter_config(tmp_path / "a4", "./gone")))
     with pytest.raises(ValueError, match="names no base_model_name_or_path"):

@@ -12,13 +12,8 @@ import pytest
 import transformers.trainer as transformers_trainer
 from huggingface_hub.utils import filter_repo_objects
 
-from hir_trl.models.smollm2 import (
-    BUILD_RECORD,
-    SMOLLM2_GGUF_FILE,
-    adapter_base_name,
-    hub_origin,
-    record_adapter_base,
-)
+from hir_trl.models.adapter_base import adapter_base_name, record_adapter_base
+from hir_trl.models.smollm2 import BUILD_RECORD, SMOLLM2_GGUF_FILE, hub_origin
 from hir_trl.trl_adapter import COMPLETIONS_PATTERNS, TRLPasses
 
 SMOLLM2_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -143,6 +138,11 @@ def test_a_lora_run_records_its_base_and_pushes_without_completion_logs(tmp_path
     trainer.push_to_hub()
     saved = json.loads((tmp_path / "out" / "adapter_config.json").read_text())
     assert saved["base_model_name_or_path"] == str(local.resolve())  # loads from any working directory
+    exact = json.loads((tmp_path / "out" / "_hir_adapter_base.json").read_text())  # written by push_to_hub's save
+    assert exact["trained_on"] == exact["base_model_name_or_path"] == str(local.resolve())
     uploads = [kwargs for name, kwargs in hub_calls if name == "upload_folder"]
     assert len(uploads) == 1 and set(COMPLETIONS_PATTERNS) <= set(uploads[0]["ignore_patterns"])
     assert "_*" in uploads[0]["ignore_patterns"]  # transformers' own patterns kept
+    kept = filter_repo_objects(["adapter_config.json", "_hir_adapter_base.json"],
+                               ignore_patterns=uploads[0]["ignore_patterns"])
+    assert list(kept) == ["adapter_config.json"]  # the Hub id goes up, the local path trained on stays here

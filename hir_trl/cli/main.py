@@ -170,6 +170,7 @@ def prepare_training(script_args, training_args, model_args, recipe: str | None 
     from trl import get_peft_config, get_quantization_config
 
     from ..data.loading import load_script_datasets
+    from ..models.adapter_base import planned_base
     from ..step.rewards import extra_rewards_problem, named_reward_functions
     from ..trainer import HiRTrainer
     from ..verifiers import import_verifier_modules
@@ -198,8 +199,9 @@ def prepare_training(script_args, training_args, model_args, recipe: str | None 
     if unsaved is not None:  # at max_steps, the final save incomplete: write it, train nothing, exit 0
         raise AlreadyFinished(complete_final_save(training_args.resume_from_checkpoint, training_args.output_dir,
                                                   unsaved))
-    lora = (dict(r=model_args.lora_r, lora_alpha=model_args.lora_alpha, target_modules=model_args.lora_target_modules)
-            if model_args.use_peft else None)
+    lora = (dict(r=model_args.lora_r, lora_alpha=model_args.lora_alpha, target_modules=model_args.lora_target_modules,
+                 base=planned_base(model_args.model_name_or_path, script_args.build_model)) if model_args.use_peft
+            else None)  # base: the checkpoint's exact base, _hir_adapter_base.json
     check_resume_point(training_args.resume_from_checkpoint, training_args, lora)
     moved_to, moved = set_aside_later_line(training_args.resume_from_checkpoint, training_args.output_dir,
                                            keep=list(read.values()))

@@ -147,7 +147,8 @@ class GenerateArguments:
         "help": "folder of this evaluation: <benchmark>.responses.jsonl, report.json and report.txt; a folder that "
                 "holds another evaluation is refused unless --overwrite_output_dir true"})
     base_model_name_or_path: str | None = field(default=None, metadata={
-        "help": "for a LoRA adapter folder: the base to merge it into instead of the one its adapter_config.json "
+        "help": "for a LoRA adapter folder: the base to merge it into instead of the exact base trained on (the "
+                "folder its _hir_adapter_base.json names, while it is here) or else the one its adapter_config.json "
                 "names (e.g. a local copy of that Hub model, offline)"})
     overwrite_output_dir: bool = field(default=False, metadata={
         "help": "replace the evaluation already in output_dir (its report and responses files are deleted first)"})
@@ -535,7 +536,7 @@ def run_generate(args: Arguments) -> int:
         gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len,
         base_model=args.base_model_name_or_path)
     _check_model(args.model_name_or_path)
-    lora_base(args.model_name_or_path, args.base_model_name_or_path)  # an adapter's base not found: refused now
+    base = lora_base(args.model_name_or_path, args.base_model_name_or_path)  # a base not found: refused now
     _check_pass_k(args.pass_k, settings.num_samples)
     _check_plot(args.plot)
     sentence_tokenizer_name()  # the sentence splitter the scoring needs (NLTK's Punkt): set up now
@@ -592,7 +593,8 @@ def run_generate(args: Arguments) -> int:
         responses_by_benchmark[benchmark.name] = ResponseSet(by_prompt, [str(path)])
     print("Responses: " + ", ".join(map(str, response_paths)), file=sys.stderr)
     generation = {"model": args.model_name_or_path, "backend": backend,
-                  **{k: v for k, v in settings.as_dict().items() if k not in ("model", "backend")}}
+                  **{k: v for k, v in settings.as_dict().items() if k not in ("model", "backend")},
+                  "base_model": base}  # a LoRA adapter's base merged into (None: a full model)
     report = score(benchmarks, responses_by_benchmark=responses_by_benchmark, judge=judge,
                    allow_unknown=args.allow_unknown, num_samples=settings.num_samples, ks=args.pass_k,
                    run_name=args.run_name or Path(args.model_name_or_path.rstrip("/")).name, generation=generation,

@@ -7,7 +7,8 @@ backends sample from the same distribution. The paper evaluates with vLLM at tem
 4,096 new tokens, five samples per prompt.
 
 A LoRA output (an adapter-only folder, as the SmolLM2 and QLoRA recipes save) is merged into its base with peft
-first (`merge_lora`): vLLM then loads the merged copy, saved in a temporary folder; one line says which was done.
+first (`merge_lora`): vLLM then loads the merged copy, saved in a temporary folder; one line says which was done,
+into which base and why (`choose_lora_base`: the exact base trained on while it is here, else the recorded one).
 """
 
 from __future__ import annotations
@@ -110,15 +111,38 @@ def choose_backend(requested: str = "auto") -> str:
 
 
 def lora_base(model: str, base_model: str | None = None) -> str | None:
-    """The base model of a LoRA adapter folder (peft's ``adapter_config.json``, ``base_model_name_or_path``, or
-    ``base_model`` when given), or None when ``model`` is no adapter folder (a full checkpoint or a Hub id).
-
-    A relative local base is found from the current directory, else from the adapter folder.
+    """The base model a LoRA adapter folder is merged into (`choose_lora_base`), or None when ``model`` is no adapter
+    folder (a full checkpoint or a Hub id).
 
     Raises:
-        ValueError: the adapter names no base, or a local base folder that does not exist (named, with the fix);
-            ``base_model`` for a ``model`` that is no adapter folder.
+        ValueError: see `choose_lora_base`.
     """
+    chosen = choose_lora_base(model, base_model)
+    return None if chosen is None else chosen[0]
+
+
+def choose_lora_base(model: str, base_model: str | None = None) -> tuple[str, str] | None:
+    """The base model a LoRA adapter folder is merged into, and why; None when ``model`` is no adapter folder (no
+    ``adapter_config.json``, or a full checkpoint beside one).
+
+    In this order: ``base_model`` (``--base_model_name_or_path``) when given; else the exact base the adapter was
+    trained on, the folder its ``_hir_adapter_base.json`` names (`hir_trl.models.adapter_base`), while that folder
+    still holds the weight files trained on (the machine it was trained on); else the base its
+    ``adapter_config.json`` records (``base_model_name_or_path``; a relative folder is found from the current
+    directory, else from the adapter folder): a local folder, or a Hub id (the Hub's weights, which may differ from
+    a local copy trained on; offline it must be in the local Hub cache).
+
+    Returns:
+        ``(base, why)``: the folder or Hub id, and the reason in words, for the one line that says what was merged.
+
+    Raises:
+        ValueError: one line naming the file and the fix: the adapter names no base; its base is a local folder that
+            does not exist; offline (``HF_HUB_OFFLINE``), its base is a Hub id not in the local cache (naming the
+            base trained on and why it is not used); ``base_model`` for a ``model`` that is no adapter folder, or a
+            local path that does not exist.
+    """
+    from ..data.loading import _looks_local
+
     folder = Path(model).expanduser()
     config_path = folder / ADAPTER_CONFIG
     if not config_path.is_file() or (folder / "config.json").is_file():
@@ -127,26 +151,59 @@ def lora_base(model: str, base_model: str | None = None) -> str | None:
                              f"(no {ADAPTER_CONFIG}, or a full model): leave it out")
         return None
     if base_model is not None:
-        from ..data.loading import _looks_local
-
         if not Path(base_model).expanduser().is_dir() and _looks_local(base_model):
             raise ValueError(f"--base_model_name_or_path {base_model}: no such model folder")
-        return base_model
+        return base_model, "--base_model_name_or_path"
     try:
         base = json.loads(config_path.read_text(encoding="utf-8")).get("base_model_name_or_path")
     except (OSError, ValueError, AttributeError) as exc:
         raise ValueError(f"{config_path} cannot be read as a LoRA adapter config: {exc}") from None
     if not isinstance(base, str) or not base:
         raise ValueError(f"{config_path} names no base_model_name_or_path: set it to the base model's Hub id or folder")
-    from ..data.loading import _looks_local
+    from ..models.adapter_base import ADAPTER_BASE_RECORD, local_base_problem, read_adapter_base_record
 
+    record, unread = read_adapter_base_record(folder)
+    not_exact = unread if record is None and (folder / ADAPTER_BASE_RECORD).exists() else ""
+    if record is not None and record.get("trained_on"):
+        problem = local_base_problem(record)
+        if problem is None:
+            return record["trained_on"], f"the exact base it was trained on, named by its {ADAPTER_BASE_RECORD}"
+        not_exact = f"the base it was trained on, {record['trained_on']}, {problem} ({ADAPTER_BASE_RECORD})"
     for candidate in (Path(base).expanduser(), folder / base):
         if candidate.is_dir():
-            return str(candidate)
+            return str(candidate), _joined(f"the base its {ADAPTER_CONFIG} records", not_exact)
     if Path(base).is_absolute() or _looks_local(base):
-        raise ValueError(f"{config_path}: its base model {base} is no folder here: pass --base_model_name_or_path "
-                         "(the base model's folder or Hub id), or set base_model_name_or_path in that file")
-    return base
+        raise ValueError(_joined(f"{config_path}: its base model {base} is no folder here", not_exact)
+                         + ": pass --base_model_name_or_path (the base model's folder or Hub id), or set "
+                         "base_model_name_or_path in that file")
+    if _hub_offline() and not _hub_cached(base):
+        lead = f"{model}: {not_exact}, and" if not_exact else f"{model}:"
+        raise ValueError(f"{lead} its recorded base {base} ({ADAPTER_CONFIG}) is not in the local Hub cache and "
+                         f"HF_HUB_OFFLINE is set: pass --base_model_name_or_path (a local copy of {base}, or the "
+                         "weights trained on)")
+    return base, _joined(f"the Hub model its {ADAPTER_CONFIG} records",
+                         f"{not_exact}; the Hub's weights may differ from those trained on" if not_exact else "")
+
+
+def _joined(first: str, second: str) -> str:
+    return f"{first}; {second}" if second else first
+
+
+def _hub_offline() -> bool:
+    """Whether the Hub client is offline (``HF_HUB_OFFLINE``, read when `huggingface_hub` is imported)."""
+    from huggingface_hub import is_offline_mode
+
+    return is_offline_mode()
+
+
+def _hub_cached(repo_id: str) -> bool:
+    """Whether the local Hub cache holds a model's ``config.json`` (what loading it offline needs first)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+    except ValueError:  # not a repo id
+        return False
 
 
 def merge_lora(adapter: str, dtype: str = "auto", base_model: str | None = None):
@@ -212,7 +269,7 @@ def generate_responses(prompts: Sequence[Messages], settings: GenerationSettings
     """
     backend = choose_backend(settings.backend)
     announce = announce or (lambda line: print(line, file=sys.stderr))
-    base = lora_base(settings.model, settings.base_model)
+    base, why = choose_lora_base(settings.model, settings.base_model) or (None, "")
     if not prompts:
         return [], backend
     if backend == "vllm":
@@ -221,12 +278,12 @@ def generate_responses(prompts: Sequence[Messages], settings: GenerationSettings
         if workdir is not None:
             Path(workdir).mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=workdir, prefix=".merged-lora-") as merged:
-            announce(f"{settings.model} is a LoRA adapter of {base}: merged into the base with peft in {merged} "
-                     "(removed afterwards), which vLLM loads")
+            announce(f"{settings.model} is a LoRA adapter of {base} ({why}): merged into the base with peft in "
+                     f"{merged} (removed afterwards), which vLLM loads")
             save_merged_lora(settings.model, merged, settings.dtype, settings.base_model)
             return _generate_vllm(prompts, settings, progress, merged), backend
     if base is not None:
-        announce(f"{settings.model} is a LoRA adapter of {base}: merged into the base with peft in memory "
+        announce(f"{settings.model} is a LoRA adapter of {base} ({why}): merged into the base with peft in memory "
                  "(transformers)")
     return _generate_transformers(prompts, settings, progress, base), backend
 
@@ -305,5 +362,5 @@ def _generate_transformers(prompts: Sequence[Messages], settings: GenerationSett
     return results
 
 
-__all__ = ["BACKENDS", "DTYPES", "GenerationSettings", "choose_backend", "generate_responses", "lora_base", "merge_lora",
-           "save_merged_lora", "vllm_available"]
+__all__ = ["BACKENDS", "DTYPES", "GenerationSettings", "choose_backend", "choose_lora_base", "generate_responses",
+           "lora_base", "merge_lora", "save_merged_lora", "vllm_available"]

