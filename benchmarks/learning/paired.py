@@ -305,13 +305,20 @@ def compare(runs_a: Sequence[dict[str, Any]], runs_b: Sequence[dict[str, Any]], 
     """Paired comparison of arm A against arm B over their common seeds (see the module docstring).
 
     Raises:
-        ValueError: no common seed; the final evaluations of a seed differ in prompts or samples.
+        ValueError: no common seed; the two runs of a seed start from different checkpoints (their records'
+            ``checkpoint``: the task and its SFT loss, which differ when a machine does not rebuild the same SFT
+            model); the final evaluations of a seed differ in prompts or samples.
     """
     a_by_seed = {r["seed"]: r for r in runs_a}
     b_by_seed = {r["seed"]: r for r in runs_b}
     seeds = sorted(set(a_by_seed) & set(b_by_seed))
     if not seeds:
         raise ValueError("the two arms share no seed")
+    for seed in seeds:
+        start_a, start_b = a_by_seed[seed].get("checkpoint"), b_by_seed[seed].get("checkpoint")
+        if start_a is not None and start_b is not None and start_a != start_b:
+            raise ValueError(f"seed {seed}: the two runs start from different checkpoints ({start_a} and {start_b}): "
+                             "they are no pair")
     diffs, matrix, auc_tok, auc_sec, completions = [], [], [], [], None
     for seed in seeds:
         ea, eb = final_eval(a_by_seed[seed]), final_eval(b_by_seed[seed])

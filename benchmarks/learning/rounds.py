@@ -130,6 +130,18 @@ def missing_seeds(folder: Path, methods: Sequence[str], seeds: Sequence[int]) ->
     return [s for s in seeds if any(records.find(folder, m, s) is None for m in methods)]
 
 
+def start_differences(folder: Path, start: dict[str, Any]) -> list[str]:
+    """Why runs from the starting checkpoint ``start`` (``{"task": ..., "sft_final_loss": ...}``, as run.py records
+    it) would pair with none of the records in ``folder``: one line per other checkpoint they start from; empty when
+    every record that names its checkpoint names ``start``. SFT is not bit-reproducible across CPU kernels (torch's
+    and MKL's), so a machine can rebuild the same task into another model; its runs are then no pair of the
+    records (`paired.compare` refuses them)."""
+    starts = {json.dumps(r["checkpoint"], sort_keys=True) for runs in paired.load_runs(folder).values() for r in runs
+              if r.get("checkpoint")}
+    mine = json.dumps(start, sort_keys=True)
+    return [f"{folder} starts from {other}; this machine's task cache from {mine}" for other in sorted(starts - {mine})]
+
+
 def _finals(folder: Path, method: str) -> dict[int, float]:
     """Seed -> final held-out ILA (points) of a method's records in the record ``folder``."""
     return {r["seed"]: 100 * paired.final_eval(r)["ila"] for r in paired.load_runs(folder).get(method, [])}
@@ -493,7 +505,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     missing.add_argument("folder", type=Path, help="a record folder (runs.jsonl and runs/)")
     missing.add_argument("methods", help="comma-separated methods")
     missing.add_argument("seeds", help="comma-separated seeds")
+    start = sub.add_parser("start-check", help="exit 0 when this machine's task cache (built if absent) holds the "
+                           "starting checkpoint of every record in a folder")
+    start.add_argument("folder", type=Path, help="a record folder (runs.jsonl and runs/), e.g. the decisive records")
+    start.add_argument("--cache-dir", type=Path, default=None, help="the task cache (default benchmarks/.cache)")
     ns = parser.parse_args(argv)
+    if ns.command == "start-check":
+        from benchmarks.learning.task import TaskConfig, ensure_sft_model
+
+        task_dir = ensure_sft_model(TaskConfig(), root=ns.cache_dir, threads=1)
+        meta = json.loads((task_dir / "meta.json").read_text())
+        differences = start_differences(ns.folder, {"task": task_dir.name,
+                                                    "sft_final_loss": (meta["sft"] or {}).get("final_loss")})
+        for line in differences:
+            print(line)
+        print("the same starting checkpoint" if not differences else "another starting checkpoint: no run here pairs")
+        return 0 if not differences else NOT_THE_SAME
     if ns.command == "check":
         try:
             pair = [load_record(p, ns.method, ns.seed) for p in (ns.committed, ns.rerun)]

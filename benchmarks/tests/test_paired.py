@@ -121,6 +121,22 @@ def test_compare_refuses_evaluations_on_different_prompts():
         paired.compare([c], [b])
 
 
+def test_compare_refuses_runs_of_a_seed_that_start_from_different_checkpoints():
+    """A machine that does not rebuild the registered SFT model bit for bit gives another starting checkpoint: its
+    runs pair with no record of the registered one (a record without ``checkpoint`` is not checked)."""
+    rows = ["p0", "p1"]
+    registered = {"task": "task-10225f1b7da5", "sft_final_loss": 0.9183009076118469}
+    for other in ({**registered, "sft_final_loss": 0.9645636844}, {**registered, "task": "task-0000"}):
+        runs_a = [{**_record("hir", s, ["1"] * 4, rows, 2), "checkpoint": registered} for s in (0, 1)]
+        runs_b = [{**_record("rl_ir", s, ["0"] * 4, rows, 2), "checkpoint": registered if s == 0 else other}
+                  for s in (0, 1)]
+        with pytest.raises(ValueError, match="seed 1: the two runs start from different checkpoints"):
+            paired.compare(runs_a, runs_b)
+        assert paired.compare(runs_a[:1], runs_b[:1])["seeds"] == [0]  # the same start: a pair
+    unrecorded = [_record("rl_ir", s, ["0"] * 4, rows, 2) for s in (0, 1)]
+    assert paired.compare(runs_a, unrecorded)["seeds"] == [0, 1]
+
+
 def test_decisive_preregistrations_load_and_name_known_methods():
     from benchmarks.learning.decisive import DECISIVE_GLOB, bench_config, load_preregistration, registered_seeds
 

@@ -85,6 +85,41 @@ def test_missing_seeds_counts_packed_and_loose_records(tmp_path, capsys):
     assert capsys.readouterr().out.strip() == "0,2"
 
 
+def test_start_differences_names_each_other_starting_checkpoint(tmp_path, capsys, monkeypatch):
+    registered = {"task": "task-1", "sft_final_loss": 0.9183}
+    records.write_jsonl(tmp_path / records.RUNS_FILE, [{**_record(s, 0.2), "checkpoint": registered} for s in (0, 1)])
+    assert rounds.start_differences(tmp_path, registered) == []
+    for other in ({"task": "task-1", "sft_final_loss": 0.9646}, {"task": "task-2", "sft_final_loss": 0.9183}):
+        lines = rounds.start_differences(tmp_path, other)
+        assert len(lines) == 1 and "0.9183" in lines[0] and str(other["sft_final_loss"]) in lines[0]
+    # a folder whose records start from two checkpoints pairs with neither alone
+    records.loose_path(tmp_path, "rl_ir", 2).parent.mkdir()
+    records.loose_path(tmp_path, "rl_ir", 2).write_text(json.dumps(
+        {**_record(2, 0.2), "method": "rl_ir", "checkpoint": {"task": "task-1", "sft_final_loss": 0.9646}}))
+    assert len(rounds.start_differences(tmp_path, registered)) == 1
+    # the command: the cache's meta.json is this machine's checkpoint (a built cache is read, not rebuilt)
+    import benchmarks.learning.task as task
+
+    def cached(cfg, root=None, log=print, threads=None):
+        folder = tmp_path / "cache" / "task-1"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "meta.json").write_text(json.dumps({"sft": {"final_loss": 0.9183}}))
+        return folder
+
+    monkeypatch.setattr(task, "ensure_sft_model", cached)
+    assert rounds.main(["start-check", str(tmp_path)]) == rounds.NOT_THE_SAME  # the rl_ir record starts elsewhere
+    assert "another starting checkpoint" in capsys.readouterr().out
+    records.loose_path(tmp_path, "rl_ir", 2).unlink()
+    assert rounds.main(["start-check", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.strip() == "the same starting checkpoint"
+
+
+def test_the_registered_checkpoint_is_the_one_every_decisive_record_and_binary_hir_record_starts_from():
+    registered = {"task": "task-10225f1b7da5", "sft_final_loss": 0.9183009076118469}
+    assert rounds.start_differences(DECISIVE, registered) == []
+    assert rounds.start_differences(records.experiment_dir("binary-hir"), registered) == []
+
+
 def test_seeds_to_run_reestimates_blinded_to_the_mean(tmp_path):
     spec = {"seeds": [0, 1, 2], "arm": "hir_cla", "reestimation": {"target_half_width": 1.5, "max_seeds_per_arm": 6},
             "results_dir": "new", "pairs": [{"a": {"method": "hir_cla", "runs": "new"},
