@@ -86,8 +86,12 @@ train-smollm2: train
 train-tiny: install
 	$(BIN)/hir-trl train --config $(TINY_RECIPE)
 
+# pytest-xdist: 4 workers (the suite waits on processes it starts, so on 2 cores 4 workers finish sooner than 2); an
+# idle worker takes tests queued for another (worksteal: the golden record's runs alone take minutes); each
+# worker's torch takes its share of the cores (tests/testing_utils.py, share_cores_among_workers).
+TEST_WORKERS ?= 4
 test: install-dev
-	$(BIN)/python -m pytest tests benchmarks/tests
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal tests benchmarks/tests
 
 # The adapter's contract with each end of the supported TRL range (pyproject.toml, hir_trl/versions.py): the adapter
 # tests, the step's golden record and a tiny `hir-trl train`, in .venv-trl (constraints.txt without its TRL pin).

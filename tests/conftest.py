@@ -7,10 +7,14 @@ import os
 
 import pytest
 
-from .testing_utils import build_tiny_model, load_sample_dataset
+from .testing_utils import build_tiny_model, load_sample_dataset, share_cores_among_workers
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def pytest_configure(config):
+    share_cores_among_workers()
 
 
 @pytest.fixture(scope="session")

@@ -115,3 +115,22 @@ def test_every_declared_marker_selects_tests():
     unused = sorted(set(declared) - _markers_in_use())
     assert not unused, f"markers declared in pyproject.toml that no test carries: {unused}"
 
+
+
+def test_xdist_workers_share_the_cores():
+    import torch
+
+    from .testing_utils import share_cores_among_workers
+
+    before = torch.get_num_threads()
+    try:
+        assert share_cores_among_workers({}, cpu_count=8) is None
+        assert share_cores_among_workers({"PYTEST_XDIST_WORKER_COUNT": "1"}, cpu_count=8) is None
+        for workers, cores, threads in [(2, 2, 1), (3, 8, 2), (4, 16, 4), (4, 2, 1)]:
+            environ = {"PYTEST_XDIST_WORKER_COUNT": str(workers)}
+            assert share_cores_among_workers(environ, cpu_count=cores) == threads
+            assert environ["OMP_NUM_THREADS"] == str(threads) and torch.get_num_threads() == threads
+        environ = {"PYTEST_XDIST_WORKER_COUNT": "2", "OMP_NUM_THREADS": "3"}  # a user's own setting stays
+        assert share_cores_among_workers(environ, cpu_count=8) == 4 and environ["OMP_NUM_THREADS"] == "3"
+    finally:
+        torch.set_num_threads(before)

@@ -55,6 +55,39 @@ def require(module: str):
     return pytest.importorskip(module)
 
 
+def share_cores_among_workers(environ=os.environ, cpu_count: int | None = None) -> int | None:
+    """Under pytest-xdist (`make test` runs ``-n auto``), give each worker its share of the cores: ``OMP_NUM_THREADS``
+    (read by torch here and by the processes a test starts) and torch's intra-op threads, ``cores // workers`` and at
+    least 1, so that N workers do not each start one thread per core. Without xdist nothing changes.
+
+    Returns:
+        The threads per worker, or None outside xdist (``PYTEST_XDIST_WORKER_COUNT`` unset or 1).
+    """
+    workers = int(environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers <= 1:
+        return None
+    threads = max(1, (cpu_count or os.cpu_count() or 1) // workers)
+    environ.setdefault("OMP_NUM_THREADS", str(threads))
+    import torch
+
+    torch.set_num_threads(threads)
+    return threads
+
+
+def write_checkpoint(folder: Path, step: int) -> Path:
+    """A ``checkpoint-N`` folder as a resume reads it (trainer state, weights, HiR's state, the model card's copy),
+    with a two-number model: enough for the run-folder checks, not for training."""
+    import torch
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True)
+    (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    save_file({"w": torch.zeros(2)}, str(folder / "model.safetensors"))
+    (folder / "hir_state.json").write_text("{}")
+    (folder / "README.md").write_text("a model card")
+    return folder
+
+
 def load_sample_dataset():
     """The real MulDimIF rows shipped with the tiny recipe, normalized (the ``sample_dataset`` fixture)."""
     from hir_trl import load_hir_dataset
