@@ -82,6 +82,8 @@ def checkpoint_file_problem(path: Path) -> str | None:
     ``scheduler.pt``, ``rng_state.pth``, ``*.bin``: torch's zip format) that is truncated or fails its CRCs."""
     import zipfile
 
+    if path.suffix not in _READ_ON_RESUME:  # the model card, a tokenizer's text files: resuming reads none of them
+        return None
     try:
         if path.stat().st_size == 0:
             return "the file is empty"
@@ -99,6 +101,33 @@ def checkpoint_file_problem(path: Path) -> str | None:
                 return f"member {bad} fails its CRC check"
     except Exception as exc:  # noqa: BLE001 - json, zipfile, safetensors (SafetensorError), OS errors: unreadable
         return one_line(exc)
+    return None
+
+
+#: The kinds of checkpoint file a resume reads (the trainer's, HiR's and the model's state).
+_READ_ON_RESUME = (".json", ".safetensors", ".pt", ".pth", ".bin")
+
+
+def checkpoint_problem(path: Path) -> str | None:
+    """Why the checkpoint folder ``path`` cannot be resumed from, or None: no ``trainer_state.json`` (interrupted
+    while saving), a file a resume reads that cannot be read (`checkpoint_file_problem`), or no model weights
+    (`_weights_problem`). The one test of a usable checkpoint: Ctrl-C's message (`last_checkpoint`) and the resume
+    check (`check_resume`) both apply it."""
+    if not (path / "trainer_state.json").is_file():
+        return f"{path} is not a complete checkpoint (no trainer_state.json; was it interrupted while saving?)"
+    for file in sorted(p for p in path.iterdir() if p.is_file()):
+        problem = checkpoint_file_problem(file)
+        if problem is not None:
+            return f"{file} is truncated or corrupt ({problem})"
+    return _weights_problem(path)
+
+
+def _latest_usable(output_dir: str, other_than: Path | None = None) -> Path | None:
+    """The latest ``checkpoint-N`` of ``output_dir`` (but ``other_than``) without a `checkpoint_problem`, checked
+    from the newest back (each check reads the checkpoint's files), or None."""
+    for path in reversed(_complete_checkpoints(output_dir)):
+        if (other_than is None or path.name != other_than.name) and checkpoint_problem(path) is None:
+            return path
     return None
 
 
@@ -158,18 +187,12 @@ def check_resume(resume_from_checkpoint, output_dir: str) -> str | None:
         path = Path(str(resume_from_checkpoint))
         if not path.is_dir():
             raise ValueError(f"resume_from_checkpoint: {path} is not a folder")
-    earlier = [p for p in _complete_checkpoints(str(path.parent)) if p.name != path.name]
-    if not (path / "trainer_state.json").is_file():
-        hint = (f"; resume from {earlier[-1]} instead, or delete {path}" if earlier else "")
-        raise ValueError(f"resume_from_checkpoint: {path} is not a complete checkpoint (no trainer_state.json; was "
-                         f"it interrupted while saving?){hint}")
-    hint = f"; resume from {earlier[-1]} instead" if earlier else ""
-    for file in sorted(p for p in path.iterdir() if p.is_file()):
-        problem = checkpoint_file_problem(file)
-        if problem is not None:
-            raise ValueError(f"resume_from_checkpoint: {file} is truncated or corrupt ({problem}){hint}")
-    problem = _weights_problem(path)
+    problem = checkpoint_problem(path)
     if problem is not None:
+        earlier = _latest_usable(str(path.parent), other_than=path)
+        hint = f"; resume from {earlier} instead" if earlier else ""
+        if earlier and not (path / "trainer_state.json").is_file():
+            hint += f", or delete {path}"
         raise ValueError(f"resume_from_checkpoint: {problem}{hint}")
     return str(path)
 
@@ -657,11 +680,11 @@ def set_aside_later_line(resume_from_checkpoint: str | None, output_dir: str,
 
 
 def last_checkpoint(output_dir: str, resumed_from: str | None = None) -> str | None:
-    """The checkpoint to resume from after an interruption: the latest complete ``checkpoint-N`` of ``output_dir``
-    (the later line of a resume was moved aside, `set_aside_later_line`), else the checkpoint this run resumed
-    from, else None."""
-    complete = _complete_checkpoints(output_dir)
-    return str(complete[-1]) if complete else resumed_from
+    """The checkpoint to resume from after an interruption: the latest usable ``checkpoint-N`` of ``output_dir``
+    (`checkpoint_problem`: a checkpoint interrupted while it was written is skipped; the later line of a resume was
+    moved aside, `set_aside_later_line`), else the checkpoint this run resumed from, else None."""
+    usable = _latest_usable(output_dir)
+    return str(usable) if usable is not None else resumed_from
 
 
 def optimizer_restart_note(resume_from_checkpoint: str | None) -> str | None:

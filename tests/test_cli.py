@@ -24,7 +24,7 @@ from hir_trl.data.loading import load_rows
 from hir_trl.data.templates import join_instruction
 from hir_trl.step.rewards import ConstraintReward
 
-from .testing_utils import REPO_ROOT, SAMPLE_DATA, shared_file
+from .testing_utils import REPO_ROOT, SAMPLE_DATA, shared_file, write_checkpoint
 
 TINY_RECIPE = REPO_ROOT / "recipes" / "tiny" / "hir" / "config_cpu.yaml"
 RECIPES = sorted(p for p in (REPO_ROOT / "recipes").rglob("config_*.yaml"))
@@ -214,8 +214,7 @@ def test_sigint_leaves_a_loadable_checkpoint_that_resumes_even_without_hir_state
 
 def test_resume_from_an_incomplete_checkpoint_is_a_one_line_error(tmp_path, capsys):
     out = tmp_path / "run"
-    (out / "checkpoint-2").mkdir(parents=True)
-    (out / "checkpoint-2" / "trainer_state.json").write_text("{}")
+    write_checkpoint(out / "checkpoint-2", 2)
     (out / "checkpoint-3").mkdir()  # interrupted while it was being saved: no trainer_state.json
     argv = ["train", "--config", str(TINY_RECIPE), "--output_dir", str(out), "--model_name_or_path",
             str(tmp_path / "model")]

@@ -38,13 +38,14 @@ from hir_trl.run_folder import (
     check_resume_point,
     claim_run_folder,
     final_model,
+    last_checkpoint,
     paths_read,
     release_run_folder,
     training_run,
     unwritable,
 )
 
-from .testing_utils import REPO_ROOT, SAMPLE_DATA, TINY_RECIPE, assert_one_line_error
+from .testing_utils import REPO_ROOT, SAMPLE_DATA, TINY_RECIPE, assert_one_line_error, write_checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -148,12 +149,10 @@ def test_paths_read_names_every_existing_path_and_nothing_else(tmp_path):
 # ------------------------------------------------------------------------------ 2. a run holds its folder
 
 
-@pytest.fixture
-def holder(tmp_path):
-    """Start a process that holds ``tmp_path / 'out'`` (`claim_run_folder`); yields (process, folder)."""
-    folder = tmp_path / "out"
+def _hold(folder):
+    """Start a process that holds ``folder`` (`claim_run_folder`); yields (process, folder)."""
     code = ("import sys, time\nfrom hir_trl.run_folder import claim_run_folder\nclaim_run_folder(sys.argv[1])\n"
-            "print('held', flush=True)\ntime.sleep(300)\n")
+            "print('held', flush=True)\ntime.sleep(900)\n")
     proc = subprocess.Popen([sys.executable, "-c", code, str(folder)], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "held"
@@ -163,11 +162,24 @@ def holder(tmp_path):
         proc.wait()
 
 
+@pytest.fixture
+def holder(tmp_path):
+    """A process holding ``tmp_path / 'out'`` of this test alone (it may be killed, the folder must stay empty)."""
+    yield from _hold(tmp_path / "out")
+
+
+@pytest.fixture(scope="module")
+def shared_holder(tmp_path_factory):
+    """A process holding one folder for the tests that only try to take it (each refused run leaves it as it was;
+    the holder starts once: it imports hir_trl)."""
+    yield from _hold(tmp_path_factory.mktemp("held") / "out")
+
+
 @pytest.mark.parametrize("flags", [[], ["--overwrite_output_dir", "true"], ["--resume_from_checkpoint", "true"]])
 @pytest.mark.parametrize("spelling", ["same", "trailing-slash", "symlink"])
-def test_a_second_run_on_a_held_folder_is_refused_naming_the_holder(finished, holder, tmp_path, capsys, flags,
+def test_a_second_run_on_a_held_folder_is_refused_naming_the_holder(finished, shared_holder, tmp_path, capsys, flags,
                                                                     spelling):
-    proc, folder = holder
+    proc, folder = shared_holder
     shutil.copytree(finished[0], folder, dirs_exist_ok=True, ignore=shutil.ignore_patterns(LOCK_FILE))  # a finished run
     before = snapshot(folder)
     if spelling == "symlink":
@@ -203,8 +215,8 @@ def test_a_killed_holder_leaves_nothing_stuck(holder):
         release_run_folder(str(folder))
 
 
-def test_only_the_main_process_holds_the_folder(holder, monkeypatch):
-    proc, folder = holder
+def test_only_the_main_process_holds_the_folder(shared_holder, monkeypatch):
+    proc, folder = shared_holder
     monkeypatch.setenv("RANK", "1")  # another rank of a torchrun / accelerate launch: never waits, never refused
     claim_run_folder(str(folder))
     release_run_folder(str(folder))
@@ -231,8 +243,8 @@ def test_under_torchrun_rank_0_refuses_and_no_rank_hangs(holder, tiny_model_path
     assert [p.name for p in folder.iterdir()] == [LOCK_FILE]  # nothing written by either rank
 
 
-def test_the_python_api_holds_the_folder_too(holder):
-    proc, folder = holder
+def test_the_python_api_holds_the_folder_too(shared_holder):
+    proc, folder = shared_holder
     trainer = SimpleNamespace(args=SimpleNamespace(output_dir=str(folder)),
                               accelerator=SimpleNamespace(is_main_process=True), model=None)
     with pytest.raises(ValueError, match=f"in use by another run \\(pid {proc.pid}"):
@@ -443,7 +455,10 @@ def test_ctrl_c_points_at_the_checkpoint_resumed_from_until_this_run_saves_one(t
     assert last_checkpoint(str(out), "/elsewhere/checkpoint-4") == "/elsewhere/checkpoint-4"
     (out / "checkpoint-5").mkdir(parents=True)  # being saved: no trainer_state.json yet
     assert last_checkpoint(str(out), "/elsewhere/checkpoint-4") == "/elsewhere/checkpoint-4"
-    (out / "checkpoint-5" / "trainer_state.json").write_text("{}")
+    (out / "checkpoint-5" / "trainer_state.json").write_text("{}")  # the weights are still to come
+    assert last_checkpoint(str(out), "/elsewhere/checkpoint-4") == "/elsewhere/checkpoint-4"
+    shutil.rmtree(out / "checkpoint-5")
+    write_checkpoint(out / "checkpoint-5", 5)
     assert last_checkpoint(str(out), "/elsewhere/checkpoint-4") == str(out / "checkpoint-5")
 
 
@@ -608,3 +623,38 @@ def test_check_output_dir_accepts_named_and_unnamed_keep(finished, tmp_path):
     with pytest.raises(ValueError, match="would delete .*checkpoint-1"):
         check_output_dir(str(out), None, True, keep=[str(out / "checkpoint-1" / "model.safetensors")])
     assert (out / "checkpoint-1").is_dir()
+
+
+DAMAGES = {  # an interruption while checkpoint-2 was written, at each of its files
+    "no trainer_state": lambda c: (c / "trainer_state.json").unlink(),
+    "empty hir_state": lambda c: (c / "hir_state.json").write_text(""),
+    "half a hir_state": lambda c: (c / "hir_state.json").write_text('{"rng": '),
+    "truncated weights": lambda c: (c / "model.safetensors").write_bytes((c / "model.safetensors").read_bytes()[:20]),
+    "no weights": lambda c: (c / "model.safetensors").unlink(),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_ctrl_c_names_the_checkpoint_the_resume_check_accepts(tmp_path, damage):
+    """Ctrl-C's message (`last_checkpoint`) and the resume check (`check_resume`) agree on what is usable: the
+    message never names a checkpoint that a resume then refuses."""
+    first, second = write_checkpoint(tmp_path / "checkpoint-1", 1), write_checkpoint(tmp_path / "checkpoint-2", 2)
+    assert last_checkpoint(str(tmp_path)) == str(second)
+    DAMAGES[damage](second)
+    assert last_checkpoint(str(tmp_path)) == str(first)
+    assert check_resume(last_checkpoint(str(tmp_path)), str(tmp_path)) == str(first)
+    with pytest.raises(ValueError, match=f"resume from {first} instead"):
+        check_resume(str(second), str(tmp_path))
+    DAMAGES[damage](first)
+    assert last_checkpoint(str(tmp_path), resumed_from="elsewhere") == "elsewhere"  # none usable here
+
+
+@pytest.mark.parametrize("name", ["README.md", "tokenizer.model", "chat_template.jinja"])
+def test_a_file_no_resume_reads_leaves_the_checkpoint_usable(tmp_path, name):
+    """Ctrl-C while HiR copies the model card into the checkpoint leaves an empty README.md: the checkpoint still
+    resumes (nothing reads the card), and Ctrl-C names it."""
+    write_checkpoint(tmp_path / "checkpoint-1", 1)
+    second = write_checkpoint(tmp_path / "checkpoint-2", 2)
+    (second / name).write_text("")
+    assert last_checkpoint(str(tmp_path)) == str(second)
+    assert check_resume(str(second), str(tmp_path)) == str(second)
