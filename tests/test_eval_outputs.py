@@ -4,11 +4,9 @@ adapter folder merged into its base for generation."""
 
 from __future__ import annotations
 
-import importlib.machinery
 import json
 import os
 import sys
-import types
 from types import SimpleNamespace
 
 import pytest
@@ -16,6 +14,8 @@ import pytest
 from hir_trl.evaluation import cli as eval_cli
 from hir_trl.evaluation import generation
 from hir_trl.evaluation.generation import GenerationSettings, generate_responses, lora_base, merge_lora
+
+from .testing_utils import install_fake_vllm
 
 ROW = {"key": "k1", "prompt": "P1", "instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}
 
@@ -294,14 +294,7 @@ def test_generate_on_a_lora_folder_with_vllm_loads_a_merged_copy(tiny_lora, tmp_
         def chat(self, conversations, params, use_tqdm=True):
             return [SimpleNamespace(outputs=[SimpleNamespace(text="ok")] * params.kwargs["n"]) for _ in conversations]
 
-    class SamplingParams:
-        def __init__(self, **kwargs):
-            self.kwargs = kwargs
-
-    fake = types.ModuleType("vllm")
-    fake.__spec__ = importlib.machinery.ModuleSpec("vllm", None)
-    fake.LLM, fake.SamplingParams = LLM, SamplingParams
-    monkeypatch.setitem(sys.modules, "vllm", fake)
+    install_fake_vllm(monkeypatch, LLM)
     lines = []
     settings = GenerationSettings(model=str(tiny_lora), num_samples=2, max_tokens=4, backend="vllm")
     responses, backend = generate_responses([[{"role": "user", "content": "a"}]], settings, progress=False,

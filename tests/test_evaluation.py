@@ -16,8 +16,6 @@ import json
 import math
 import random
 import statistics
-import sys
-import types
 from types import SimpleNamespace
 
 import pytest
@@ -39,6 +37,7 @@ from hir_trl.verifiers import Verdict, sentence_backend
 
 from .testing_utils import (
     generate_text,
+    install_fake_vllm,
     load_lm_eval,
     oracle_is_deterministic,
     require,
@@ -595,14 +594,7 @@ def test_vllm_backend_is_used_on_a_gpu_when_installed(monkeypatch):
             return [SimpleNamespace(outputs=[SimpleNamespace(text=f"r{i}-{s}") for s in range(params.kwargs["n"])])
                     for i in range(len(conversations))]
 
-    class SamplingParams:
-        def __init__(self, **kwargs):
-            self.kwargs = kwargs
-
-    fake = types.ModuleType("vllm")
-    fake.__spec__ = importlib.machinery.ModuleSpec("vllm", None)
-    fake.LLM, fake.SamplingParams = LLM, SamplingParams
-    monkeypatch.setitem(sys.modules, "vllm", fake)
+    install_fake_vllm(monkeypatch, LLM)
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)

@@ -88,6 +88,22 @@ def write_checkpoint(folder: Path, step: int) -> Path:
     return folder
 
 
+def install_fake_vllm(monkeypatch, llm_class) -> types.ModuleType:
+    """Put a module ``vllm`` in ``sys.modules`` (for this test) whose ``LLM`` is ``llm_class`` and whose
+    ``SamplingParams(**kwargs)`` keeps its arguments in ``.kwargs``: the generation code's vLLM path without vLLM."""
+    import importlib.machinery
+
+    class SamplingParams:
+        def __init__(self, **kwargs):
+            self.kwargs = kwargs
+
+    fake = types.ModuleType("vllm")
+    fake.__spec__ = importlib.machinery.ModuleSpec("vllm", None)
+    fake.LLM, fake.SamplingParams = llm_class, SamplingParams
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    return fake
+
+
 def load_sample_dataset():
     """The real MulDimIF rows shipped with the tiny recipe, normalized (the ``sample_dataset`` fixture)."""
     from hir_trl import load_hir_dataset
