@@ -487,6 +487,88 @@ def markdown(entry: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _checkpoint_of(task_dir: Path) -> dict[str, Any]:
+    meta = json.loads((task_dir / "meta.json").read_text())
+    return {"task": task_dir.name, "sft_final_loss": (meta["sft"] or {}).get("final_loss")}
+
+
+def _machine() -> dict[str, Any]:
+    """The processor, torch and kernel settings a start was built with (a subset of `run.machine_info`)."""
+    from benchmarks.learning.run import machine_info
+
+    info = machine_info()
+    return {k: info[k] for k in ("processor", "cores", "torch", "cpu_capability", "numerics_env")}
+
+
+def _start_check(folder: Path, cache: Path | None, starts_dir: Path | None, rebuild: bool) -> int:
+    """`start-check`: this machine's task cache (unpacked from the stored start where one is stored, else built) must
+    be the starting checkpoint of every record in ``folder``; a cache built here that is not the stored start is
+    named. With ``rebuild``, the task is also rebuilt in a scratch cache and compared with the stored start file by
+    file (the rebuild is reported, never used)."""
+    import tempfile
+
+    from benchmarks.learning import starts
+    from benchmarks.learning.task import TaskConfig, ensure_sft_model
+
+    cfg = TaskConfig()
+    entry = starts.stored_entry(cfg.key(), starts_dir)
+    task_dir = ensure_sft_model(cfg, root=cache, threads=1, starts_dir=starts_dir)
+    rc = 0
+    if entry is None:
+        print(f"task-{cfg.key()}: no stored start (benchmarks/learning/starts); this cache was built on this machine")
+    else:
+        local = starts.differences(entry["files"], starts.manifest(task_dir))
+        for line in local:
+            print(f"{task_dir}/{line}")
+        if local:
+            print(f"{task_dir} is not the stored start (built here before it was stored?): remove it, and the next "
+                  "run unpacks the stored one")
+            rc = NOT_THE_SAME
+        else:
+            print(f"task-{cfg.key()}: the stored start (sha256 {entry['sha256'][:12]}, content "
+                  f"{entry['fingerprint'][:12]})")
+    differences = start_differences(folder, _checkpoint_of(task_dir))
+    for line in differences:
+        print(line)
+    print("the same starting checkpoint" if not differences else "another starting checkpoint: no run here pairs")
+    rc = rc or (NOT_THE_SAME if differences else 0)
+    if rebuild:
+        with tempfile.TemporaryDirectory(prefix="hir-rebuild-") as scratch:
+            rebuilt = ensure_sft_model(cfg, root=Path(scratch), threads=1, starts_dir=Path(scratch) / "no-starts")
+            print(f"rebuilt here: SFT loss {_checkpoint_of(rebuilt)['sft_final_loss']!r} on {_machine()}")
+            if entry is None:
+                print("nothing stored to compare the rebuild with")
+            else:
+                lines = starts.differences(entry["files"], starts.manifest(rebuilt))
+                for line in lines:
+                    print(f"rebuild: {line}")
+                print("the rebuild equals the stored start, file for file" if not lines else
+                      f"the rebuild differs from the stored start (stored SFT loss {entry['sft_final_loss']!r}, "
+                      f"built on {entry.get('machine')}): runs start from the stored one")
+                rc = rc or (NOT_THE_SAME if lines else 0)
+    return rc
+
+
+def _store_start(folder: Path, cache: Path | None, starts_dir: Path | None) -> int:
+    """`store-start`: store this machine's task cache once every record in ``folder`` starts from it."""
+    from benchmarks.learning import starts
+    from benchmarks.learning.task import TaskConfig, ensure_sft_model
+
+    cfg = TaskConfig()
+    task_dir = ensure_sft_model(cfg, root=cache, threads=1, starts_dir=starts_dir)
+    checkpoint = _checkpoint_of(task_dir)
+    differences = start_differences(folder, checkpoint)
+    for line in differences:
+        print(line)
+    if differences:
+        print("not stored: this cache is not the checkpoint the records start from")
+        return NOT_THE_SAME
+    entry = starts.store(task_dir, cfg.key(), checkpoint["sft_final_loss"], starts_dir, machine=_machine())
+    print(f"stored {task_dir} as {entry['archive']} ({entry['bytes']} bytes, {len(entry['files'])} files, content "
+          f"{entry['fingerprint'][:12]})")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -509,18 +591,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                            "starting checkpoint of every record in a folder")
     start.add_argument("folder", type=Path, help="a record folder (runs.jsonl and runs/), e.g. the decisive records")
     start.add_argument("--cache-dir", type=Path, default=None, help="the task cache (default benchmarks/.cache)")
+    start.add_argument("--starts-dir", type=Path, default=None,
+                       help="the stored starts (default benchmarks/learning/starts)")
+    start.add_argument("--rebuild", action="store_true", help="also rebuild the task here (SFT, about 15 CPU-minutes "
+                       "at the registered size) and report whether the rebuild equals the stored start")
+    store = sub.add_parser("store-start", help="store this machine's task cache as the synthetic task's starting "
+                           "checkpoint, once it is the one every record in a folder starts from")
+    store.add_argument("folder", type=Path, help="a record folder whose records must all start from this checkpoint")
+    store.add_argument("--cache-dir", type=Path, default=None, help="the task cache (default benchmarks/.cache)")
+    store.add_argument("--starts-dir", type=Path, default=None,
+                       help="where the start is stored (default benchmarks/learning/starts)")
     ns = parser.parse_args(argv)
     if ns.command == "start-check":
-        from benchmarks.learning.task import TaskConfig, ensure_sft_model
-
-        task_dir = ensure_sft_model(TaskConfig(), root=ns.cache_dir, threads=1)
-        meta = json.loads((task_dir / "meta.json").read_text())
-        differences = start_differences(ns.folder, {"task": task_dir.name,
-                                                    "sft_final_loss": (meta["sft"] or {}).get("final_loss")})
-        for line in differences:
-            print(line)
-        print("the same starting checkpoint" if not differences else "another starting checkpoint: no run here pairs")
-        return 0 if not differences else NOT_THE_SAME
+        return _start_check(ns.folder, ns.cache_dir, ns.starts_dir, ns.rebuild)
+    if ns.command == "store-start":
+        return _store_start(ns.folder, ns.cache_dir, ns.starts_dir)
     if ns.command == "check":
         try:
             pair = [load_record(p, ns.method, ns.seed) for p in (ns.committed, ns.rerun)]

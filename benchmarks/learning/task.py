@@ -533,14 +533,28 @@ def cache_dir(cfg: TaskConfig, root: Path | None = None) -> Path:
     return (root or CACHE_ROOT) / f"task-{cfg.key()}"
 
 
-def ensure_sft_model(cfg: TaskConfig, root: Path | None = None, log=print, threads: int | None = None) -> Path:
+def ensure_sft_model(cfg: TaskConfig, root: Path | None = None, log=print, threads: int | None = None,
+                     starts_dir: Path | None = None) -> Path:
     """Build (once) the task data, tokenizer, random-init model and its SFT; return the cache directory.
 
     The directory holds ``model/`` (a Hugging Face checkpoint), ``rl_prompts.jsonl`` and ``eval_prompts.jsonl``
     (native hir-trl rows), ``sft.jsonl`` and ``meta.json`` (the config, SFT loss and time, and the SFT'd model's
-    held-out ILA/CLA). A directory with ``meta.json`` is reused as is.
+    held-out ILA/CLA). A directory with ``meta.json`` is reused as is. Where a start of this configuration is stored
+    (``benchmarks/learning/starts.py``, ``starts_dir``), it is unpacked and checked instead of rebuilt: SFT is not
+    bit-reproducible across CPU vendors, the stored bytes are.
+
+    Raises:
+        starts.StoredStartError: a registered stored start whose archive is missing or not the registered bytes.
     """
-    return build_cached(cache_dir(cfg, root), lambda out: _build(cfg, out, log), threads)
+    from benchmarks.learning import starts
+
+    def build(out: Path) -> None:
+        if starts.restore(cfg.key(), out, starts_dir) is not None:
+            log(f"task-{cfg.key()}: the stored start, unpacked and checked (no rebuild)")
+            return
+        _build(cfg, out, log)
+
+    return build_cached(cache_dir(cfg, root), build, threads)
 
 
 def build_cached(out: Path, build, threads: int | None = None) -> Path:

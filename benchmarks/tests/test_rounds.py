@@ -100,7 +100,7 @@ def test_start_differences_names_each_other_starting_checkpoint(tmp_path, capsys
     # the command: the cache's meta.json is this machine's checkpoint (a built cache is read, not rebuilt)
     import benchmarks.learning.task as task
 
-    def cached(cfg, root=None, log=print, threads=None):
+    def cached(cfg, root=None, log=print, threads=None, starts_dir=None):
         folder = tmp_path / "cache" / "task-1"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "meta.json").write_text(json.dumps({"sft": {"final_loss": 0.9183}}))
@@ -111,7 +111,7 @@ def test_start_differences_names_each_other_starting_checkpoint(tmp_path, capsys
     assert "another starting checkpoint" in capsys.readouterr().out
     records.loose_path(tmp_path, "rl_ir", 2).unlink()
     assert rounds.main(["start-check", str(tmp_path)]) == 0
-    assert capsys.readouterr().out.strip() == "the same starting checkpoint"
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "the same starting checkpoint"
 
 
 def test_the_registered_checkpoint_is_the_one_every_decisive_record_and_binary_hir_record_starts_from():
