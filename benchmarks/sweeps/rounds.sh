@@ -52,11 +52,12 @@ paired_with_decisive() {  # ROUND METHOD: rerun the decisive METHOD seed 0 here;
   esac
 }
 
-# Every round pairs with the decisive records: this machine's task cache must hold their starting checkpoint (a
-# machine whose CPU kernels rebuild the SFT model into another one stops the sweep here, before any run; its runs
-# would pair with nothing)
+# Every round pairs with the decisive records: this machine's task cache must hold their starting checkpoint. Where
+# it is stored (benchmarks/learning/starts), the cache is unpacked from it on any machine; where it is not, a machine
+# whose CPU kernels rebuild the SFT model into another one stops the sweep here, before any run (its runs would pair
+# with nothing)
 "$PY" -m benchmarks.learning.rounds start-check "$DECISIVE" "${cache[@]}" || {
-  echo "this machine does not rebuild the decisive records' SFT checkpoint: no round runs here" >&2; exit 1; }
+  echo "this machine's task cache is not the decisive records' SFT checkpoint: no round runs here" >&2; exit 1; }
 
 for round in ${ROUNDS:-equal-sampling written-objective replay-ratio binary-hir}; do
   P=$R/$round/preregistration.yaml
