@@ -127,9 +127,11 @@ def main() -> None:
 
             if is_deepspeed_zero3_enabled():
                 import deepspeed
+                from transformers import MODEL_FOR_CAUSAL_LM_MAPPING
 
+                model_class = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]  # imported before zero.Init patches torch
                 with deepspeed.zero.Init(config_dict_or_path=accelerator.state.deepspeed_plugin.deepspeed_config):
-                    return AutoModelForCausalLM.from_config(config, dtype=dtype)
+                    return model_class._from_config(config, dtype=dtype)
         return AutoModelForCausalLM.from_config(config, dtype=dtype)
 
     model = build()

@@ -595,14 +595,17 @@ def judge_plan(*, sampled_per_step: float, replay_slots_per_step: float, resampl
 
 
 def disk_plan(*, parameters: int, weight_bytes: float, sharding: Sharding, lora_parameters: int | None,
-              save_only_model: bool, save_total_limit: int | None, saves: int | None) -> dict[str, Any]:
+              save_only_model: bool, save_total_limit: int | None, saves: int | None,
+              tied_parameters: int = 0) -> dict[str, Any]:
     """Disk of one checkpoint and of the checkpoints kept, in bytes.
 
     A full fine-tune saves the model (``weight_bytes`` per parameter; ZeRO-3 with ``zero3_save_16bit_model`` gathers
     it in 16 bits) and, unless ``save_only_model``, the optimizer state: DeepSpeed's fp32 master weights and AdamW
-    moments (12 B per parameter, over all ranks' files), torch's AdamW moments in the weights' dtype
-    (2 x ``weight_bytes``; FSDP2 under mixed precision saves its fp32 weights and moments: 4 + 8). LoRA saves the
-    adapter (fp32) and its optimizer state (8 B per parameter).
+    moments (12 B per parameter, over all ranks' files; below ZeRO-3 DeepSpeed's own checkpoint holds the 16-bit
+    module once more, ``weight_bytes``), torch's AdamW moments in the weights' dtype (2 x ``weight_bytes``; FSDP2
+    under mixed precision saves its fp32 weights and moments: 4 + 8, and its sharded state dict holds tied embeddings
+    twice: ``tied_parameters``). LoRA saves the adapter (fp32) and its optimizer state (8 B per parameter). Checked
+    against real checkpoints at tiny size (benchmarks/experiments/plan-engines).
 
     Returns:
         ``{"per_checkpoint", "kept" (checkpoints on disk at most, or None: unbounded), "total" (or None)}``.
@@ -611,8 +614,10 @@ def disk_plan(*, parameters: int, weight_bytes: float, sharding: Sharding, lora_
         model, optimizer = lora_parameters * 4, lora_parameters * 8
     else:
         trained = 4 if sharding.upcast_trainable else weight_bytes
-        model = parameters * trained
+        model = (parameters + (tied_parameters if sharding.kind == "fsdp" else 0)) * trained
         optimizer = parameters * (12 if sharding.kind == "deepspeed" else 2 * trained)
+        if sharding.kind == "deepspeed" and sharding.stage < 3:
+            optimizer += parameters * weight_bytes
     per_checkpoint = model + (0 if save_only_model else optimizer)
     kept = save_total_limit
     if saves is not None:
@@ -936,7 +941,8 @@ def make_plan(plan_args: PlanArguments, train_argv: Sequence[str], parse_train_a
     lora_params = shape.lora_parameters(model_args.lora_r, model_args.lora_target_modules) if peft else None
     disk = disk_plan(parameters=shape.parameters(), weight_bytes=weight_bytes, sharding=sharding,
                      lora_parameters=lora_params, save_only_model=bool(args.save_only_model),
-                     save_total_limit=args.save_total_limit, saves=saves)
+                     save_total_limit=args.save_total_limit, saves=saves,
+                     tied_parameters=shape.vocab * shape.hidden if shape.tied else 0)
 
     out = []
     say = out.append
