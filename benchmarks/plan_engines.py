@@ -220,7 +220,7 @@ def main() -> None:
         record.update(parameters=parameters, checkpoint_bytes=sum(p.stat().st_size for p in files),
                       checkpoint_files={str(p.relative_to(checkpoint)): p.stat().st_size for p in files},
                       model_config=MODEL_CONFIG, dtype=args.dtype, mixed_precision=accelerator.mixed_precision,
-                      processes=accelerator.num_processes, lora=LORA if args.engine == "lora" else None,
+                      processes=dist.get_world_size(), lora=LORA if args.engine == "lora" else None,
                       world=os.environ.get("WORLD_SIZE"))
         (out / f"{args.engine}.json").write_text(json.dumps(record, indent=1))
         shutil.rmtree(checkpoint)
