@@ -343,6 +343,10 @@ def test_disk_by_hand():
     zero3 = disk_plan(parameters=p, weight_bytes=2, sharding=Sharding("deepspeed", 3), lora_parameters=None,
                       save_only_model=False, save_total_limit=2, saves=12)
     assert zero3["per_checkpoint"] == 14 * p and zero3["kept"] == 2 and zero3["total"] == 28 * p
+    # below ZeRO-3 DeepSpeed's own checkpoint holds the 16-bit module too (mp_rank_00_model_states.pt)
+    zero2 = disk_plan(parameters=p, weight_bytes=2, sharding=Sharding("deepspeed", 2), lora_parameters=None,
+                      save_only_model=False, save_total_limit=2, saves=12)
+    assert zero2["per_checkpoint"] == 16 * p
     unbounded = disk_plan(parameters=p, weight_bytes=2, sharding=Sharding(), lora_parameters=None,
                           save_only_model=False, save_total_limit=None, saves=None)
     assert unbounded["per_checkpoint"] == 6 * p and unbounded["kept"] is None
