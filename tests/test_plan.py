@@ -13,6 +13,7 @@ from hir_trl.cli.main import main
 from hir_trl.cli.plan import (
     GIB,
     USABLE_FRACTION,
+    ModelShape,
     Sharding,
     batch_plan,
     disk_plan,
@@ -20,6 +21,7 @@ from hir_trl.cli.plan import (
     launch_command_args,
     memory_plan,
     model_shape,
+    sharding_from_files,
     state_bytes_per_parameter,
 )
 
@@ -75,6 +77,89 @@ def test_parameter_count_equals_accelerates_meta_model(model, tmp_path):
     total_bytes, _ = calculate_maximum_sizes(empty)  # estimate-memory's "Total Size" in float32
     assert total_bytes - sum(b.numel() * b.element_size() for b in empty.buffers()) == 4 * shape.parameters()
     assert model_shape(str(tmp_path)).parameters() == shape.parameters()  # a local folder's config.json
+
+
+SMALL_MOE = {  # Qwen3-30B-A3B's layout (128 experts, 8 per token, q/k norms, untied), scaled down
+    "qwen3_moe": dict(model_type="qwen3_moe", vocab_size=256, hidden_size=32, intermediate_size=96,
+                      moe_intermediate_size=16, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                      head_dim=8, num_experts=8, num_experts_per_tok=2, tie_word_embeddings=False),
+    "mixtral": dict(model_type="mixtral", vocab_size=256, hidden_size=32, intermediate_size=48,
+                    num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,
+                    num_experts_per_tok=2, tie_word_embeddings=False),
+}
+
+
+@pytest.mark.parametrize("model_type", sorted(SMALL_MOE))
+def test_a_mixture_of_experts_counts_every_expert(model_type):
+    """A scaled-down MoE config: plan's count equals the numel of the model transformers instantiates (real
+    weights, on CPU) from the same config; a dense formula would count one MLP per layer."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = SMALL_MOE[model_type]
+    shape = ModelShape.from_config(config, name=model_type)
+    torch.manual_seed(0)
+    real = AutoModelForCausalLM.from_config(AutoConfig.for_model(**config))
+    assert shape.parameters() == sum(p.numel() for p in real.parameters())
+    h, layers, experts = config["hidden_size"], config["num_hidden_layers"], config.get("num_experts", 4)
+    per_expert = 3 * h * config.get("moe_intermediate_size", config["intermediate_size"])
+    assert shape.parameters() > layers * experts * per_expert  # every expert is there
+    assert shape.layer_parameters() == sum(p.numel() for p in real.model.layers[0].parameters())
+
+
+def test_the_qwen3_30b_a3b_shape_counts_30_5b():
+    """Qwen3-30B-A3B's published config.json fields: 30.5B parameters (its model card), not the 3.3B of its active
+    parameters' dense look-alike."""
+    shape = ModelShape.from_config(dict(
+        model_type="qwen3_moe", vocab_size=151936, hidden_size=2048, intermediate_size=6144, moe_intermediate_size=768,
+        num_hidden_layers=48, num_attention_heads=32, num_key_value_heads=4, head_dim=128, num_experts=128,
+        num_experts_per_tok=8, tie_word_embeddings=False, max_position_embeddings=40960), name="Qwen3-30B-A3B")
+    assert round(shape.parameters() / 1e9, 1) == 30.5
+
+
+def test_a_config_transformers_does_not_know_is_one_line(capsys, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(dict(SMALL_MOE["mixtral"], model_type="no_such_model")))
+    code, out, err = plan(capsys, "--config", PAPER_RECIPE, "--model_config", tmp_path / "config.json")
+    assert code == 2 and err.count("\n") == 1 and "no_such_model" in err and "Traceback" not in err
+
+
+def test_lora_dropout_copies_match_the_saved_tensors():
+    """With lora_dropout > 0 each adapted layer keeps a dropped copy of its input and the mask: the bytes autograd
+    saves for the backward, with dropout 0.1 less with dropout 0, against plan's count (within 5%: the rest is
+    attention's own saved tensors, which change with the dropout's new inputs)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = dict(model_type="qwen3", vocab_size=512, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, head_dim=16, tie_word_embeddings=True)
+
+    def saved_bytes(dropout):
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**config))
+        model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, lora_dropout=dropout,
+                                                 target_modules="all-linear"))
+        model.train()
+        storages = {}
+
+        def pack(tensor):
+            storages[tensor.untyped_storage().data_ptr()] = tensor.untyped_storage().nbytes()
+            return tensor
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+            model(input_ids=torch.randint(0, 512, (2, 32))).logits.sum()
+        return sum(storages.values())
+
+    shape = ModelShape.from_config(config)
+    planned = 2 * 32 * shape.layers * shape.lora_dropout_values_per_token("all-linear") * (4 + 1)
+    assert saved_bytes(0.1) - saved_bytes(0.0) == pytest.approx(planned, rel=0.05)
+    lora = dict(lora_r=16, lora_target_modules="all-linear", reference_model=False)
+    with_dropout = _memory(model_shape(QWEN7B), lora_dropout=0.05, **lora)
+    without = _memory(model_shape(QWEN7B), **lora)
+    activations = [next(t.bytes for t in m.terms if t.name.startswith("activations")) for m in (with_dropout, without)]
+    # 7B, 8 rows x 4,608 tokens, checkpointing: one layer's copies: q, k, v, o, gate, up take 3584 values a token,
+    # down 18944; 2 bytes (bf16) + 1 (the mask) each
+    assert activations[0] - activations[1] == 8 * 4608 * (6 * 3584 + 18944) * 3
 
 
 def test_kv_cache_by_hand():
@@ -204,6 +289,25 @@ def test_memory_of_lora_and_qlora_by_hand():
     assert any(t.bytes == 28 * 8 * ((3584 + 3584) + (3584 + 512)) * 16 for t in default_targets.terms)
 
 
+def test_fsdp2_under_mixed_precision_trains_fp32_weights():
+    """accelerate's fsdp2_prepare_model casts trainable parameters to fp32 when mixed_precision is not "no": the
+    shards, gradients and AdamW moments are fp32 (16 B a parameter / N) whatever the checkpoint's dtype; the frozen
+    reference model stays in bf16."""
+    shape, p = model_shape(QWEN7B), PUBLISHED_PARAMETERS[QWEN7B]
+    fsdp2 = REPO_ROOT / "recipes" / "accelerate_configs" / "fsdp2.yaml"
+    sharding, _ = sharding_from_files(str(fsdp2), None)
+    assert sharding == Sharding("fsdp", 3, upcast_trainable=True)  # the file says mixed_precision: bf16
+    assert sharding_from_files(str(ZERO3), None, mixed_precision=True)[0].upcast_trainable is False
+    memory = _memory(shape, processes=8, sharding=sharding, sequences_per_call=48)
+    terms = {t.name.split(" (")[0]: t.bytes for t in memory.terms}
+    assert terms["weights"] == terms["gradients"] == pytest.approx(4 * p / 8)
+    assert terms["optimizer state"] == pytest.approx(8 * p / 8)
+    assert terms["reference model"] == pytest.approx(2 * p / 8)
+    disk = disk_plan(parameters=p, weight_bytes=2, sharding=sharding, lora_parameters=None, save_only_model=False,
+                     save_total_limit=2, saves=12)
+    assert disk["per_checkpoint"] == 12 * p
+
+
 def test_colocated_vllm_share_by_hand():
     """0.4 x 80 GiB for vLLM: its bf16 weights, 1 GiB allowance, the rest KV cache; training gets 90% less that."""
     shape, p = model_shape(QWEN7B), PUBLISHED_PARAMETERS[QWEN7B]
@@ -239,6 +343,10 @@ def test_disk_by_hand():
     zero3 = disk_plan(parameters=p, weight_bytes=2, sharding=Sharding("deepspeed", 3), lora_parameters=None,
                       save_only_model=False, save_total_limit=2, saves=12)
     assert zero3["per_checkpoint"] == 14 * p and zero3["kept"] == 2 and zero3["total"] == 28 * p
+    # below ZeRO-3 DeepSpeed's own checkpoint holds the 16-bit module too (mp_rank_00_model_states.pt)
+    zero2 = disk_plan(parameters=p, weight_bytes=2, sharding=Sharding("deepspeed", 2), lora_parameters=None,
+                      save_only_model=False, save_total_limit=2, saves=12)
+    assert zero2["per_checkpoint"] == 16 * p
     unbounded = disk_plan(parameters=p, weight_bytes=2, sharding=Sharding(), lora_parameters=None,
                           save_only_model=False, save_total_limit=None, saves=None)
     assert unbounded["per_checkpoint"] == 6 * p and unbounded["kept"] is None
@@ -348,3 +456,48 @@ def test_every_documented_gpu_command_fits(capsys, monkeypatch, where, command, 
     if "a CPU launch" not in verdict:
         assert gpu_gib is not None, f"{where}: name the GPU's memory (e.g. '80 GB') in the comment of: {command}"
         assert verdict.startswith("verdict: fits"), (command, out)
+
+
+# ------------------------------------------------------------------------------------------------ the shipped recipes
+
+
+def recipe_launches() -> list[tuple[str, str, float | None]]:
+    """Every shipped recipe (recipes/**/config_*.yaml) with the launch command its header comment gives and the GPU
+    memory it names ("80 GB"; None for a CPU recipe): (recipe, command, GiB)."""
+    found = []
+    for path in sorted((REPO_ROOT / "recipes").glob("**/config_*.yaml")):
+        header = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.startswith("#"):
+                break
+            header.append(line[1:])
+        text = re.sub(r"\\\n\s*", " ", "\n".join(header))
+        relative = str(path.relative_to(REPO_ROOT))
+        commands = re.findall(r"((?:accelerate launch|torchrun|hir-trl train)\s[^\n]*?--config " + re.escape(relative)
+                              + ")", text)
+        sizes = re.findall(r"(\d+) GB", text)
+        found.append((relative, commands[0] if commands else "", float(sizes[0]) if sizes else None))
+    return found
+
+
+def test_every_shipped_recipe_is_found_with_its_launch():
+    launches = recipe_launches()
+    assert len([r for r, _, _ in launches if r.endswith("config_paper.yaml")]) == 12
+    assert len(launches) >= 17
+    for recipe, command, _ in launches:
+        assert command, f"{recipe}: its header comment gives no launch command (Launch: / Run: ... --config {recipe})"
+
+
+@pytest.mark.parametrize("recipe, command, gpu_gib", recipe_launches(), ids=lambda v: v if isinstance(v, str)
+                         and v.startswith("recipes/") else None)
+def test_every_shipped_recipe_fits_its_documented_hardware(capsys, monkeypatch, recipe, command, gpu_gib):
+    """`hir-trl plan` on each recipe's own launch command, on the GPU its header names: it fits (a CPU recipe: the
+    plan says it is a CPU launch)."""
+    monkeypatch.chdir(REPO_ROOT)
+    code, out, err = plan(capsys, *([] if gpu_gib is None else ["--gpu_memory_gb", gpu_gib]), "--",
+                          *shlex.split(command))
+    assert code == 0, (recipe, err, out)
+    verdict = out.strip().splitlines()[-1]
+    if "a CPU launch" not in verdict:
+        assert gpu_gib is not None, f"{recipe}: name the GPU's memory (e.g. '80 GB') in its header comment"
+        assert verdict.startswith("verdict: fits"), (recipe, out)

@@ -7,7 +7,7 @@ fixes it. The model's shape comes from its ``config.json`` (a local folder, ``--
 shapes of the recipes' models in ``recipes/model_shapes.yaml``).
 
 The figures are plain functions of numbers (`ModelShape`, `batch_plan`, `memory_plan`, `judge_plan`, `disk_plan`);
-nothing here imports torch. Memory is in bytes, printed in GiB (2**30 bytes; a GPU sold as "80 GB" has 80 GiB).
+the parameters are counted on the model transformers builds from the config on the meta device (no memory). Memory is in bytes, printed in GiB (2**30 bytes; a GPU sold as "80 GB" has 80 GiB).
 Where a figure is an estimate, its function says what it counts and where the formula comes from
 (docs/scale-out.md "Plan a launch").
 """
@@ -15,6 +15,7 @@ Where a figure is an estimate, its function says what it counts and where the fo
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import shlex
@@ -37,23 +38,79 @@ CHARS_PER_TOKEN = 4
 #: Bytes of one 4-bit (NF4/FP4) weight with bitsandbytes' quantization constants: 4 bits plus one 32-bit absmax per
 #: 64 weights (0.5 bit), or 0.127 bit with nested quantization (QLoRA paper, Dettmers et al. 2023, section 3).
 QUANT_4BIT_BYTES = {False: (4 + 0.5) / 8, True: (4 + 0.127) / 8}
-#: The linear layers of a decoder layer, by the names PEFT's ``target_modules`` use.
-LINEAR_NAMES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-#: PEFT's default targets for the Llama/Qwen layouts (``TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING``).
-PEFT_DEFAULT_TARGETS = ("q_proj", "v_proj")
 
 
 # ----------------------------------------------------------------------------------------------------- the model
 
 
+#: PEFT's default targets when its table has no entry for the model type (the Llama/Qwen layouts' q_proj, v_proj).
+PEFT_DEFAULT_TARGETS = ("q_proj", "v_proj")
+
+
+@dataclass(frozen=True)
+class ModelCounts:
+    """What transformers' own model of a config holds, counted on the meta device (no memory, no weights).
+
+    Attributes: ``parameters`` (every parameter, tied ones once), ``linear`` (each ``nn.Linear`` but the output
+    embeddings: qualified name -> (in features, out features); what PEFT's ``all-linear`` adapts and bitsandbytes
+    quantizes), ``layers`` (the decoder layers: modules of a class in the model's ``_no_split_modules``, the unit
+    FSDP's TRANSFORMER_BASED_WRAP and ZeRO-3's prefetch gather), ``layer_parameters`` (the largest such layer's
+    parameters), ``model_type``.
+    """
+
+    parameters: int
+    linear: dict[str, tuple[int, int]]
+    layers: int
+    layer_parameters: int
+    model_type: str
+
+
+@functools.lru_cache(maxsize=32)
+def _meta_counts(config_json: str) -> ModelCounts:
+    """`ModelCounts` of the model ``AutoModelForCausalLM.from_config`` builds from a config (a JSON string, the
+    cache's key) on the meta device, as accelerate's ``init_empty_weights`` / ``estimate-memory`` builds it.
+
+    Raises:
+        ValueError: transformers does not know the ``model_type`` or cannot build the config (one line).
+    """
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    config = json.loads(config_json)
+    model_type = str(config.get("model_type", ""))
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        hf_config = AutoConfig.for_model(**config)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(hf_config)
+        model.tie_weights()  # on the meta device transformers leaves tied embeddings untied until asked
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"transformers cannot build a causal LM of model_type {model_type!r} from this config "
+                         f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    output = model.get_output_embeddings()
+    linear = {name: (module.in_features, module.out_features) for name, module in model.named_modules()
+              if isinstance(module, torch.nn.Linear) and module is not output}
+    block_names = set(getattr(model, "_no_split_modules", None) or ())
+    blocks = [module for module in model.modules() if type(module).__name__ in block_names]
+    layer_parameters = max((sum(p.numel() for p in block.parameters()) for block in blocks), default=0)
+    return ModelCounts(parameters=sum(p.numel() for p in model.parameters()), linear=linear, layers=len(blocks),
+                       layer_parameters=layer_parameters, model_type=model_type)
+
+
 @dataclass(frozen=True)
 class ModelShape:
-    """The shape of a decoder-only model of the Llama / Qwen2 / Qwen3 layout, read from its ``config.json``.
+    """The shape of a decoder-only model, read from its ``config.json``; its parameters are counted on the model
+    transformers builds from that config (`ModelCounts`: any architecture transformers knows, mixture-of-experts
+    included).
 
     Attributes: ``layers`` (num_hidden_layers), ``hidden`` (hidden_size), ``intermediate`` (intermediate_size),
     ``heads`` / ``kv_heads`` (attention and key-value heads), ``head_dim``, ``vocab`` (vocab_size), ``tied``
-    (tie_word_embeddings), ``qkv_bias`` (Qwen2's q/k/v biases), ``qk_norm`` (Qwen3's per-head q/k norms),
-    ``max_positions`` (max_position_embeddings), ``dtype`` (torch_dtype of the checkpoint), ``name``.
+    (tie_word_embeddings), ``max_positions`` (max_position_embeddings), ``dtype`` (torch_dtype of the checkpoint),
+    ``name``, ``config`` (the config dict itself).
     """
 
     layers: int
@@ -64,16 +121,14 @@ class ModelShape:
     head_dim: int
     vocab: int
     tied: bool
-    qkv_bias: bool = False
-    qk_norm: bool = False
     max_positions: int | None = None
     dtype: str | None = None
     name: str = ""
+    config: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], name: str = "") -> ModelShape:
-        """The shape of a ``config.json`` (a dict). Qwen2 has q/k/v biases unless ``attention_bias`` says otherwise;
-        Qwen3 has per-head q/k norms; ``head_dim`` defaults to hidden_size / num_attention_heads.
+        """The shape of a ``config.json`` (a dict); ``head_dim`` defaults to hidden_size / num_attention_heads.
 
         Raises:
             ValueError: a field the plan needs is missing or not a positive integer (naming it and ``name``).
@@ -84,61 +139,81 @@ class ModelShape:
             value = config.get(key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name or 'the model config'}: {key} must be a positive integer, got {value!r} "
-                                 "(hir-trl plan reads the Llama / Qwen2 / Qwen3 layout of config.json)")
+                                 "(hir-trl plan reads a decoder-only config.json)")
             values[key] = value
         heads = values["num_attention_heads"]
-        model_type = str(config.get("model_type", ""))
         return cls(layers=values["num_hidden_layers"], hidden=values["hidden_size"],
                    intermediate=values["intermediate_size"], heads=heads,
                    kv_heads=int(config.get("num_key_value_heads") or heads),
                    head_dim=int(config.get("head_dim") or values["hidden_size"] // heads),
                    vocab=values["vocab_size"], tied=bool(config.get("tie_word_embeddings", False)),
-                   qkv_bias=bool(config.get("attention_bias", model_type == "qwen2")),
-                   qk_norm=model_type.startswith("qwen3"), max_positions=config.get("max_position_embeddings"),
-                   dtype=config.get("torch_dtype") or config.get("dtype"), name=name)
+                   max_positions=config.get("max_position_embeddings"),
+                   dtype=config.get("torch_dtype") or config.get("dtype"), name=name, config=dict(config))
 
-    def linear_shapes(self) -> dict[str, tuple[int, int]]:
-        """Each linear layer of one decoder layer: name -> (in features, out features)."""
-        h, q, kv, i = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim, self.intermediate
-        return {"q_proj": (h, q), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (q, h),
-                "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}
+    def counts(self) -> ModelCounts:
+        """`ModelCounts` of transformers' meta-device model of ``config`` (cached per config).
 
-    def linear_parameters(self) -> int:
-        """Weights of every decoder layer's linear layers (what 4-bit quantization stores in 4 bits), all layers."""
-        return self.layers * sum(a * b for a, b in self.linear_shapes().values())
-
-    def layer_parameters(self) -> int:
-        """Parameters of one decoder layer: its linear weights, Qwen2's q/k/v biases, two RMSNorms, Qwen3's q/k
-        norms."""
-        bias = (self.heads + 2 * self.kv_heads) * self.head_dim if self.qkv_bias else 0
-        return (sum(a * b for a, b in self.linear_shapes().values()) + bias + 2 * self.hidden
-                + (2 * self.head_dim if self.qk_norm else 0))
+        Raises:
+            ValueError: no ``model_type`` transformers knows (naming the model).
+        """
+        if not self.config.get("model_type"):
+            raise ValueError(f"{self.name or 'the model config'}: no model_type (hir-trl plan builds the model "
+                             "transformers builds from config.json, on the meta device)")
+        try:
+            return _meta_counts(json.dumps(dict(self.config), sort_keys=True, default=str))
+        except ValueError as exc:
+            raise ValueError(f"{self.name or 'the model config'}: {exc}") from None
 
     def parameters(self) -> int:
-        """Every parameter: the embedding, the decoder layers, the final norm and (untied) the LM head. Equals the
-        count of the model transformers builds from the config (checked against accelerate's meta-device model)."""
-        embedding = self.vocab * self.hidden
-        return embedding * (1 if self.tied else 2) + self.layers * self.layer_parameters() + self.hidden
+        """Every parameter of the model transformers builds from the config (tied embeddings once; every expert of
+        a mixture-of-experts)."""
+        return self.counts().parameters
+
+    def linear_parameters(self) -> int:
+        """Weights of every ``nn.Linear`` but the output embeddings (what bitsandbytes quantizes to 4 / 8 bits)."""
+        return sum(a * b for a, b in self.counts().linear.values())
+
+    def layer_parameters(self) -> int:
+        """Parameters of the largest decoder layer (the unit ZeRO-3 / FSDP gather)."""
+        return self.counts().layer_parameters
 
     def kv_bytes_per_token(self, dtype_bytes: float) -> float:
         """KV cache of one token: layers x KV heads x head_dim x 2 (K and V) x bytes per value."""
         return self.layers * self.kv_heads * self.head_dim * 2 * dtype_bytes
 
-    def lora_parameters(self, r: int, targets: Sequence[str]) -> int:
-        """LoRA's trainable parameters: r x (in + out) for each targeted linear layer of every decoder layer."""
-        shapes = self.linear_shapes()
-        return self.layers * sum(r * (shapes[name][0] + shapes[name][1]) for name in targets if name in shapes)
+    def lora_modules(self, target_modules: Any) -> dict[str, tuple[int, int]]:
+        """The ``nn.Linear`` layers LoRA adapts, as PEFT matches ``target_modules``: ``all-linear`` (every linear
+        layer but the output embeddings), a list of names (a module whose name is one of them or ends in
+        ``.name``), a string (a regular expression the whole name matches), or None (PEFT's default targets for the
+        model type, ``TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING``)."""
+        import re
 
+        linear = self.counts().linear
+        if target_modules in (None, [], ()):
+            try:
+                from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as defaults
+            except ImportError:  # pragma: no cover - peft is a dependency
+                defaults = {}
+            target_modules = list(defaults.get(self.counts().model_type) or PEFT_DEFAULT_TARGETS)
+        if target_modules in ("all-linear", ["all-linear"]):
+            return dict(linear)
+        if isinstance(target_modules, str):
+            return {name: s for name, s in linear.items() if re.fullmatch(target_modules, name)}
+        names = list(target_modules)
+        return {name: s for name, s in linear.items()
+                if any(name == target or name.endswith("." + target) for target in names)}
 
-def lora_targets(target_modules: Any) -> tuple[str, ...]:
-    """The linear layers LoRA adapts: ``all-linear`` (every linear layer but the LM head), a list of names, or
-    None (PEFT's default for these layouts, q_proj and v_proj)."""
-    if target_modules in (None, [], ()):
-        return PEFT_DEFAULT_TARGETS
-    names = [target_modules] if isinstance(target_modules, str) else list(target_modules)
-    if names == ["all-linear"]:
-        return LINEAR_NAMES
-    return tuple(name for name in LINEAR_NAMES if name in names)
+    def lora_parameters(self, r: int, target_modules: Any) -> int:
+        """LoRA's trainable parameters: r x (in + out) for each adapted linear layer (`lora_modules`)."""
+        return sum(r * (a + b) for a, b in self.lora_modules(target_modules).values())
+
+    def lora_dropout_values_per_token(self, target_modules: Any) -> float:
+        """Values one decoder layer keeps per token for LoRA's dropout (``lora_dropout > 0``): each adapted layer
+        applies its own dropout to its input and ``lora_A`` keeps that dropped copy for its backward, so each keeps
+        ``in features`` values (the activations' dtype) and the dropout's mask (``in features`` bytes, bool), where
+        with ``lora_dropout: 0`` ``lora_A`` keeps the input the layer already has. Averaged over the layers."""
+        inputs = sum(a for a, _ in self.lora_modules(target_modules).values())
+        return inputs / max(1, self.counts().layers or self.layers)
 
 
 #: Bytes per parameter of a torch dtype name.
@@ -232,12 +307,15 @@ def batch_plan(*, per_device_train_batch_size: int, gradient_accumulation_steps:
 class Sharding:
     """How the training state is spread over the ranks: ``kind`` ``none`` (one process or DDP), ``deepspeed`` or
     ``fsdp``; ``stage`` as ZeRO's (0: nothing sharded, 1: optimizer state, 2: + gradients, 3: + weights; FSDP's
-    FULL_SHARD is 3, SHARD_GRAD_OP 2); offload of the optimizer state / the weights to CPU."""
+    FULL_SHARD is 3, SHARD_GRAD_OP 2); offload of the optimizer state / the weights to CPU; ``upcast_trainable``:
+    FSDP2 under bf16/fp16 mixed precision, where accelerate's ``fsdp2_prepare_model`` casts every trainable
+    parameter to float32 before sharding it (its master weights; ``MixedPrecisionPolicy`` casts them for compute)."""
 
     kind: str = "none"
     stage: int = 0
     offload_optimizer: bool = False
     offload_params: bool = False
+    upcast_trainable: bool = False
 
     def describe(self) -> str:
         if self.kind == "none":
@@ -245,7 +323,8 @@ class Sharding:
         offload = [what for what, on in (("optimizer", self.offload_optimizer), ("weights", self.offload_params))
                    if on]
         name = f"DeepSpeed ZeRO-{self.stage}" if self.kind == "deepspeed" else f"FSDP (ZeRO-{self.stage} equivalent)"
-        return name + (f", {' and '.join(offload)} offloaded to CPU" if offload else "")
+        return (name + (f", {' and '.join(offload)} offloaded to CPU" if offload else "")
+                + (", trainable weights in fp32 (FSDP2 mixed precision)" if self.upcast_trainable else ""))
 
 
 @dataclass(frozen=True)
@@ -282,8 +361,11 @@ def state_bytes_per_parameter(weight_bytes: float, sharding: Sharding) -> tuple[
     torch's AdamW (one process, DDP, FSDP) keeps its two moments in the parameters' dtype: w + w + 2w (16 bytes in
     float32, as accelerate's ``estimate-memory`` counts "float32" training: model, gradients, 2 x model for Adam).
     DeepSpeed's bf16/fp16 training adds an fp32 master copy: w + w + (4 + 8), 16 bytes in bf16 (the ZeRO paper's
-    2 + 2 + K with K = 12).
+    2 + 2 + K with K = 12). FSDP2 under mixed precision (``upcast_trainable``) trains fp32 weights whatever they
+    were loaded in: 4 + 4 + 8 (measured: benchmarks/experiments/plan-engines).
     """
+    if sharding.upcast_trainable:
+        return 4, 4, 8
     if sharding.kind == "deepspeed":
         return weight_bytes, weight_bytes, (4 if weight_bytes < 4 else 0) + 8
     return weight_bytes, weight_bytes, 2 * weight_bytes
@@ -310,7 +392,8 @@ def memory_plan(shape: ModelShape, *, processes: int, sharding: Sharding, weight
                 gradient_checkpointing: bool, reference_model: bool, lora_r: int | None = None,
                 lora_target_modules: Any = None, quant_bits: int | None = None, nested_quant: bool = False,
                 vllm_gpu_memory_utilization: float = 0.0, vllm_tensor_parallel_size: int = 1,
-                vllm_max_model_length: int | None = None, gpu_gib: float | None = None) -> MemoryPlan:
+                vllm_max_model_length: int | None = None, gpu_gib: float | None = None,
+                lora_dropout: float = 0.0) -> MemoryPlan:
     """The memory of one GPU, by term and phase, and whether the launch fits.
 
     Args:
@@ -328,6 +411,8 @@ def memory_plan(shape: ModelShape, *, processes: int, sharding: Sharding, weight
             adapter-disabled model).
         lora_r, lora_target_modules: LoRA (PEFT) when ``lora_r`` is given: only adapters train (fp32, as PEFT keeps
             them), the base stays frozen.
+        lora_dropout: PEFT's dropout before ``lora_A``; above 0 each adapted layer keeps a dropped copy of its input
+            and the mask for the backward (`ModelShape.lora_dropout_values_per_token`).
         quant_bits: 4 or 8 (bitsandbytes) for the base's linear weights, or None.
         nested_quant: bitsandbytes' nested quantization of the 4-bit constants.
         vllm_gpu_memory_utilization, vllm_tensor_parallel_size, vllm_max_model_length: the colocated engine's.
@@ -347,8 +432,7 @@ def memory_plan(shape: ModelShape, *, processes: int, sharding: Sharding, weight
     cpu = 0.0
     full_weights = parameters * weight_bytes
     if lora_r:
-        targets = lora_targets(lora_target_modules)
-        adapters = shape.lora_parameters(lora_r, targets)
+        adapters = shape.lora_parameters(lora_r, lora_target_modules)
         if quant_bits:
             linear = shape.linear_parameters()
             per_weight = QUANT_4BIT_BYTES[bool(nested_quant)] if quant_bits == 4 else 1.0
@@ -387,8 +471,12 @@ def memory_plan(shape: ModelShape, *, processes: int, sharding: Sharding, weight
                           "training", "fewer prefetched layers"))
     tokens = rows_per_micro_batch * sequence_tokens
     per_token = activation_bytes_per_token(shape, act_bytes, gradient_checkpointing)
+    if lora_r and lora_dropout > 0:  # one layer's copies with checkpointing (recomputed one layer at a time)
+        per_layer_copies = shape.lora_dropout_values_per_token(lora_target_modules) * (act_bytes + 1)
+        per_token += per_layer_copies * (1 if gradient_checkpointing else shape.layers)
+    dropout = ", LoRA dropout copies" if lora_r and lora_dropout > 0 else ""
     terms.append(Term(f"activations ({rows_per_micro_batch} rows x {sequence_tokens} tokens, checkpointing "
-                      f"{'on' if gradient_checkpointing else 'off'})", tokens * per_token, "training",
+                      f"{'on' if gradient_checkpointing else 'off'}{dropout})", tokens * per_token, "training",
                       "gradient_checkpointing true, or fewer rows per micro-batch (lower "
                       "per_device_train_batch_size, raise gradient_accumulation_steps), or a lower "
                       "max_completion_length"))
@@ -507,13 +595,17 @@ def judge_plan(*, sampled_per_step: float, replay_slots_per_step: float, resampl
 
 
 def disk_plan(*, parameters: int, weight_bytes: float, sharding: Sharding, lora_parameters: int | None,
-              save_only_model: bool, save_total_limit: int | None, saves: int | None) -> dict[str, Any]:
+              save_only_model: bool, save_total_limit: int | None, saves: int | None,
+              tied_parameters: int = 0) -> dict[str, Any]:
     """Disk of one checkpoint and of the checkpoints kept, in bytes.
 
     A full fine-tune saves the model (``weight_bytes`` per parameter; ZeRO-3 with ``zero3_save_16bit_model`` gathers
     it in 16 bits) and, unless ``save_only_model``, the optimizer state: DeepSpeed's fp32 master weights and AdamW
-    moments (12 B per parameter, over all ranks' files), torch's AdamW moments in the weights' dtype
-    (2 x ``weight_bytes``). LoRA saves the adapter (fp32) and its optimizer state (8 B per parameter).
+    moments (12 B per parameter, over all ranks' files; below ZeRO-3 DeepSpeed's own checkpoint holds the 16-bit
+    module once more, ``weight_bytes``), torch's AdamW moments in the weights' dtype (2 x ``weight_bytes``; FSDP2
+    under mixed precision saves its fp32 weights and moments: 4 + 8, and its sharded state dict holds tied embeddings
+    twice: ``tied_parameters``). LoRA saves the adapter (fp32) and its optimizer state (8 B per parameter). Checked
+    against real checkpoints at tiny size (benchmarks/experiments/plan-engines).
 
     Returns:
         ``{"per_checkpoint", "kept" (checkpoints on disk at most, or None: unbounded), "total" (or None)}``.
@@ -521,8 +613,11 @@ def disk_plan(*, parameters: int, weight_bytes: float, sharding: Sharding, lora_
     if lora_parameters:
         model, optimizer = lora_parameters * 4, lora_parameters * 8
     else:
-        model = parameters * weight_bytes
-        optimizer = parameters * (12 if sharding.kind == "deepspeed" else 2 * weight_bytes)
+        trained = 4 if sharding.upcast_trainable else weight_bytes
+        model = (parameters + (tied_parameters if sharding.kind == "fsdp" else 0)) * trained
+        optimizer = parameters * (12 if sharding.kind == "deepspeed" else 2 * trained)
+        if sharding.kind == "deepspeed" and sharding.stage < 3:
+            optimizer += parameters * weight_bytes
     per_checkpoint = model + (0 if save_only_model else optimizer)
     kept = save_total_limit
     if saves is not None:
@@ -621,10 +716,13 @@ def launch_command_args(command: str | Sequence[str]) -> tuple[dict[str, Any], l
     return shape, train_argv
 
 
-def sharding_from_files(config_file: str | None, deepspeed: Any) -> tuple[Sharding, dict[str, Any]]:
+def sharding_from_files(config_file: str | None, deepspeed: Any,
+                        mixed_precision: bool = False) -> tuple[Sharding, dict[str, Any]]:
     """The sharding of an accelerate config file (``distributed_type`` DEEPSPEED with ``zero_stage`` and offload,
     or a ``deepspeed_config_file``; FSDP with its sharding strategy or FSDP2's ``fsdp_reshard_after_forward``) or of
-    TrainingArguments' ``deepspeed`` (a JSON file or dict), and the accelerate file's parsed YAML.
+    TrainingArguments' ``deepspeed`` (a JSON file or dict), and the accelerate file's parsed YAML. FSDP2 under mixed
+    precision (``mixed_precision``: the recipe's bf16 / fp16, or the file's ``mixed_precision``) upcasts the trainable
+    weights to fp32 (accelerate's ``fsdp2_prepare_model``).
 
     Raises:
         OSError, ValueError: a file that cannot be read or parsed (named).
@@ -655,7 +753,9 @@ def sharding_from_files(config_file: str | None, deepspeed: Any) -> tuple[Shardi
             strategy = "FULL_SHARD" if fsdp.get("fsdp_reshard_after_forward", True) else "SHARD_GRAD_OP"
         stage = {"FULL_SHARD": 3, "HYBRID_SHARD": 3, "SHARD_GRAD_OP": 2, "_HYBRID_SHARD_ZERO2": 2}.get(strategy, 0)
         offload = bool(fsdp.get("fsdp_offload_params", False))
-        return Sharding("fsdp", stage, offload, offload and stage == 3), accelerate
+        half = mixed_precision or str(accelerate.get("mixed_precision", "no")).lower() in ("bf16", "fp16")
+        upcast = str(fsdp.get("fsdp_version", 1)) == "2" and half
+        return Sharding("fsdp", stage, offload, offload and stage == 3, upcast), accelerate
     return Sharding(), accelerate
 
 
@@ -774,7 +874,7 @@ def make_plan(plan_args: PlanArguments, train_argv: Sequence[str], parse_train_a
         recipe = load_recipe(train_argv[train_argv.index("--config") + 1]) or {}
     half = _truthy(_requested(train_argv, recipe, "bf16")) or _truthy(_requested(train_argv, recipe, "fp16"))
     script_args, args, model_args = parse_train_args([*train_argv, "--bf16", "false", "--fp16", "false"])
-    sharding, accelerate = sharding_from_files(plan_args.config_file, args.deepspeed)
+    sharding, accelerate = sharding_from_files(plan_args.config_file, args.deepspeed, mixed_precision=half)
     if plan_args.zero_stage is not None:
         sharding = dataclasses.replace(sharding, kind="deepspeed", stage=plan_args.zero_stage)
     processes = int(plan_args.num_processes or accelerate.get("num_processes") or 1)
@@ -816,7 +916,7 @@ def make_plan(plan_args: PlanArguments, train_argv: Sequence[str], parse_train_a
         quant_bits=quant if peft else None, nested_quant=bool(model_args.use_bnb_nested_quant),
         vllm_gpu_memory_utilization=args.vllm_gpu_memory_utilization,
         vllm_tensor_parallel_size=args.vllm_tensor_parallel_size, vllm_max_model_length=args.vllm_max_model_length,
-        gpu_gib=None if cpu else plan_args.gpu_memory_gb)
+        gpu_gib=None if cpu else plan_args.gpu_memory_gb, lora_dropout=float(model_args.lora_dropout or 0.0))
     judging = bool(args.judge_model) and args.soft_constraints != "skip"
     judge = judge_plan(
         sampled_per_step=batch.sampled_per_step, replay_slots_per_step=batch.replay_slots_per_step,
@@ -838,10 +938,11 @@ def make_plan(plan_args: PlanArguments, train_argv: Sequence[str], parse_train_a
     elif total_steps is not None:
         every = args.save_steps if args.save_steps >= 1 else math.ceil(total_steps * args.save_steps)
         saves = int(total_steps // max(1, every))
-    lora_params = shape.lora_parameters(model_args.lora_r, lora_targets(model_args.lora_target_modules)) if peft else None
+    lora_params = shape.lora_parameters(model_args.lora_r, model_args.lora_target_modules) if peft else None
     disk = disk_plan(parameters=shape.parameters(), weight_bytes=weight_bytes, sharding=sharding,
                      lora_parameters=lora_params, save_only_model=bool(args.save_only_model),
-                     save_total_limit=args.save_total_limit, saves=saves)
+                     save_total_limit=args.save_total_limit, saves=saves,
+                     tied_parameters=shape.vocab * shape.hidden if shape.tied else 0)
 
     out = []
     say = out.append
