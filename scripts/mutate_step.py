@@ -116,7 +116,7 @@ MUTATIONS = (
     Mutation("ended-means-any-eos-token", "ended-only", "hir_trl/step/sampling.py",
              "return (torch.isin(completion_ids, eos) & completion_mask.bool()).any(1).tolist()",
              "return torch.isin(completion_ids, eos).any(1).tolist()",
-             (STEP,)),
+             (STEP, MODULES)),
     Mutation("candidates-need-more", "selection order", "hir_trl/step/replay.py",
              "if satisfied < len(row) and satisfied >= min_satisfied and (eligible is None or eligible[i]):",
              "if satisfied < len(row) and satisfied > min_satisfied and (eligible is None or eligible[i]):",
