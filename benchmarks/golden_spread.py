@@ -4,7 +4,7 @@ rounding: the measurement behind ``tests/test_step_golden.py``'s tolerance (``UL
     python -m benchmarks.golden_spread --out benchmarks/experiments/golden-spread
 
 For each ``ATEN_CPU_CAPABILITY`` this CPU can run (default, avx2, avx512) and 1 or 2 torch threads, one process
-builds the tiny model and records the five golden scenarios (``tests.test_step_golden.record``). Each record is
+builds the tiny model and records every golden scenario (``tests.test_step_golden.record``). Each record is
 compared with ``tests/data/step_golden.json``: the discrete parts must be equal, and for each float key the largest
 ``|a - b| / (2**-23 * max(1, |a|, |b|))`` is reported. ``OUT/spread.json`` holds the figures and the machine.
 """

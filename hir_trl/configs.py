@@ -23,6 +23,7 @@ from .judge.config import FAILURE_POLICIES, extra_kwargs_problem, judge_settings
 from .step.advantages import ESTIMATORS, REPLAY_ADVANTAGES, TRL_ESTIMATOR
 from .step.loss_weighting import LOSS_WEIGHTINGS
 from .step.replay import SCOPES, SELECTIONS
+from .step.rewards import REWARD_MODES
 from .step.shortfall import SHORTFALLS
 from .trl_internals import DatasetConfig, GRPOScriptArguments
 
@@ -111,7 +112,7 @@ class HiRConfig(GRPOConfig):
             ``"original"``: a replay's old log-probs are those of y under q (paper eq. 7-8);
             ``"hindsight"``: under q'.
         replay_loss_weighting (`str`, defaults to `"token"`):
-            How TRL's loss weighs the rows (`hir_trl.loss_weighting`). ``"token"``: TRL's ``dapo`` token mean over
+            How TRL's loss weighs the rows (`hir_trl.step.loss_weighting`). ``"token"``: TRL's ``dapo`` token mean over
             all m + k rows of every group (the released code's aggregation). ``"paper"``: the paper's written
             objective (eq. "hir"): each response's clipped loss divided by its own length, then 1/m over the rows
             sampled under q (with s supplementary samples, 1/(m + s) over the m + s) and 1/k over the replays,
@@ -233,7 +234,7 @@ class HiRConfig(GRPOConfig):
         default="cla",
         metadata={"help": "Reward of the sampled rows: 'cla' = fraction of constraints met (default; RL-CR's reward, "
                   "with replays on top); 'ila' = 1 when all constraints are met (the paper's HiR and RL-IR).",
-                  "choices": ["ila", "cla"]},
+                  "choices": list(REWARD_MODES)},
     )
     replay_old_logps: str = field(
         default="original",

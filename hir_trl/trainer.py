@@ -2,8 +2,8 @@
 
 The class holds `__init__` and TRL's hooks, each calling super() and handing HiR's part to one function: TRL samples
 m = ``num_generations`` completions per instruction and scores them with `ConstraintReward`; `hir_trl.step` then
-completes every group as the paper's Algorithm 2 (Select-Rewrite, Algorithm 1, in `hir_trl.replay`; the shortfall
-policy in `hir_trl.shortfall`; the new rows in `hir_trl.batch`; advantages in `hir_trl.advantages`). The step
+completes every group as the paper's Algorithm 2 (Select-Rewrite, Algorithm 1, in `hir_trl.step.replay`; the shortfall
+policy in `hir_trl.step.shortfall`; the new rows in `hir_trl.step.batch`; advantages in `hir_trl.step.advantages`). The step
 reaches the trainer through `hir_trl.trl_adapter.TRLPasses` (``hir_passes``), the one place that touches TRL's
 private state and the holder of HiR's per-trainer state (replay RNG, step timer, the current capture), which the
 hooks call too; the step's state is typed in `hir_trl.step.state`, the model card is `hir_trl.card`'s and the
@@ -44,10 +44,10 @@ class HiRTrainer(GRPOTrainer):
     Each training generation batch holds, per instruction q, m = ``args.num_generations`` sampled completions (TRL)
     plus k = ``args.num_replays`` hindsight rows: a failed completion y, selected by F = F_div + lambda * F_int and
     paired with the rewritten instruction q' that keeps only the constraints y met, with reward 1 (Algorithm 1,
-    `hir_trl.replay.select_rewrite`); `hir_trl.step.complete_groups` completes the groups as Algorithm 2 (a group
-    short of candidates: ``replay_shortfall``, `hir_trl.shortfall`). ``replay_advantage`` says how replays enter the
+    `hir_trl.step.replay.select_rewrite`); `hir_trl.step.complete_groups` completes the groups as Algorithm 2 (a group
+    short of candidates: ``replay_shortfall``, `hir_trl.step.shortfall`). ``replay_advantage`` says how replays enter the
     advantages
-    (`hir_trl.advantages.hir_advantages`); a replay's old log-probs are those of y under q (paper eq. 7-8) and its
+    (`hir_trl.step.advantages.hir_advantages`); a replay's old log-probs are those of y under q (paper eq. 7-8) and its
     reference log-probs (``beta > 0``) those under q'.
 
     Args:
@@ -67,7 +67,7 @@ class HiRTrainer(GRPOTrainer):
         args: a `HiRConfig`; defaults to ``HiRConfig("<model>-HiR")``.
         train_dataset: rows from `hir_trl.load_hir_dataset` (columns ``prompt``, ``task``, ``constraints``,
             ``template``, ``row_id``), or any rows it reads (HIR-16K or native, e.g. ``Dataset.from_list``):
-            normalized here (`hir_trl.data.normalize_dataset`).
+            normalized here (`hir_trl.data.loading.normalize_dataset`).
         eval_dataset: rows as ``train_dataset`` (or a dict of them); evaluated as TRL does, without replays.
         processing_class, reward_processing_classes, callbacks, optimizers, quantization_config, peft_config, tools,
         rollout_func, environment_factory: passed to `GRPOTrainer` (``environment_factory`` is refused,
@@ -81,15 +81,15 @@ class HiRTrainer(GRPOTrainer):
             (not a function) or two `ConstraintReward` in ``reward_funcs``.
         ValueError: a `ConstraintReward` whose ``reward_mode`` is not ``args.reward_mode``, one that is not first,
             ``reward_weights`` of the wrong length, or extra functions with ``multi_objective_aggregation`` other
-            than ``"sum_then_normalize"`` (`hir_trl.rewards.trainer_reward`).
+            than ``"sum_then_normalize"`` (`hir_trl.step.rewards.trainer_reward`).
         hir_trl.guards.NothingTrainedError: (a `ValueError`) fewer training rows than one step's prompts
             (`hir_trl.guards.check_enough_rows`); raised by ``train()`` too when a run ends without an optimizer step
             (`hir_trl.guards.NothingTrainedGuard`, a streaming dataset too short).
         hir_trl.models.MissingDependencyError: (an `ImportError`) ``use_vllm`` without vLLM installed.
         DatasetFormatError: (a `ValueError`) a training or evaluation row of no schema `load_hir_dataset` reads, or
             with a malformed field: the message names the row and the field; or a prompt too long to sample from
-            (`hir_trl.data.check_prompt_lengths`), with its token count.
-        SoftConstraintsWithoutJudgeError: soft constraints and no judge (`hir_trl.rewards.trainer_reward`).
+            (`hir_trl.data.loading.check_prompt_lengths`), with its token count.
+        SoftConstraintsWithoutJudgeError: soft constraints and no judge (`hir_trl.step.rewards.trainer_reward`).
 
     Example:
 
@@ -151,7 +151,7 @@ class HiRTrainer(GRPOTrainer):
         self.constraint_reward = reward_funcs
         self.dataset_name = dataset_name
         self.last_replay: HiRStep | None = None  # what the latest HiR generation batch added on this rank
-        self._shortfall = shortfall_policy(args.replay_shortfall, args.num_replays)  # chosen once (`hir_trl.shortfall`)
+        self._shortfall = shortfall_policy(args.replay_shortfall, args.num_replays)  # chosen once (`hir_trl.step.shortfall`)
         super().__init__(model=model, reward_funcs=[reward_funcs, *self.extra_reward_funcs], args=args,
                          train_dataset=train_dataset, **kwargs)
         if self.use_vllm and self.vllm_mode == "colocate" and vllm_runs_on_cpu():
@@ -160,7 +160,7 @@ class HiRTrainer(GRPOTrainer):
         self.add_callback(NothingTrainedGuard())  # a run that ends without an optimizer step is an error
         # KL in the reward (released code): HiR takes beta as the KL-in-reward coefficient, TRL's KL loss term off
         self.kl_coef = self.hir_passes.move_kl_to_reward() if args.kl_in_reward else 0.0
-        limits = prompt_length_limits(  # a prompt must leave room to sample (`hir_trl.data.check_prompt_lengths`)
+        limits = prompt_length_limits(  # a prompt must leave room to sample (`hir_trl.data.loading.check_prompt_lengths`)
             args.max_prompt_length,
             getattr(self.accelerator.unwrap_model(self.model).config, "max_position_embeddings", None),
             self.max_completion_length)
@@ -228,8 +228,8 @@ class HiRTrainer(GRPOTrainer):
         """Override of `GRPOTrainer._generate_single_turn`: record token entropies and log-probs while sampling.
 
         In a HiR generation batch with transformers ``generate`` (and no logit processor that changes the logits,
-        see `hir_trl.sampling.sampling_changes_policy`), a `SamplingRecorder` joins ``generate``'s logits processors
-        for this call (`hir_trl.sampling.record_while_sampling`): per completion token, the policy's entropy H_t
+        see `hir_trl.step.sampling.sampling_changes_policy`), a `SamplingRecorder` joins ``generate``'s logits processors
+        for this call (`hir_trl.step.sampling.record_while_sampling`): per completion token, the policy's entropy H_t
         (``diversity_entropy="exact"``) and the sampled token's log-prob log pi(y_t), in nats, so that F_div and a
         replay's old log-probs under q need no extra forward pass. Otherwise (vLLM, continuous batching, a
         repetition penalty, ..., evaluation) this is super's call unchanged.
@@ -258,7 +258,7 @@ class HiRTrainer(GRPOTrainer):
         """Override of `GRPOTrainer._generate_and_score_completions`: complete every group to m + k rows.
 
         Calls super for the m sampled completions per instruction (Algorithm 2, lines 7-10). In a HiR step
-        (`hir_step`; otherwise super's output is returned unchanged, `hir_trl.step.trl_generation_batch`),
+        (`hir_step`; otherwise super's output is returned unchanged, `hir_trl.step.algorithm.trl_generation_batch`),
         `hir_trl.step.complete_groups` then appends, after the B original rows of this rank and group by group:
         supplementary samples under q (``replay_shortfall="resample"``, for groups with fewer than k candidates), the
         hindsight rows (q', the source's completion, reward 1) and zero-weight padding (``"pad"``). Every rank adds
@@ -271,7 +271,7 @@ class HiRTrainer(GRPOTrainer):
             super's dict with every per-row key extended to B' = B + (B / m) x k rows: ``prompt_ids`` (left-padded
             again to a common width), ``completion_ids``/``completion_mask`` (B', T), ``advantages`` (B',) for
             ``grpo`` or (B', T) for the Reinforce++ estimators, ``old_per_token_logps`` (B', T) when TRL stores them
-            or the replays need them (``replay_old_logps``, `hir_trl.sampling.entropies_and_old_logps`; absent
+            or the replays need them (``replay_old_logps``, `hir_trl.step.sampling.entropies_and_old_logps`; absent
             otherwise, as in TRL), ``ref_per_token_logps`` (under q' for replays, when ``beta > 0``), the vLLM keys
             ``sampling_per_token_logps``/``importance_sampling_ratio`` set explicitly for replays, and
             ``num_items_in_batch`` counting the loss tokens of all ranks.
@@ -329,7 +329,7 @@ class HiRTrainer(GRPOTrainer):
     def end(self) -> None:
         """Override of `transformers.Trainer.end` (present from transformers 5.18; before it,
         `accelerate.Accelerator.end_training`): finish the trackers and destroy the process group, then, on a
-        multi-process gloo (CPU) run, pause briefly before returning (`hir_trl.workarounds.gloo_teardown_pause`,
+        multi-process gloo (CPU) run, pause briefly before returning (`hir_trl.models.workarounds.gloo_teardown_pause`,
         a PyTorch teardown race)."""
         with gloo_teardown_pause():
             super().end() if hasattr(super(), "end") else self.accelerator.end_training()
@@ -349,7 +349,7 @@ class HiRTrainer(GRPOTrainer):
 
         Writes ``hir_state.json`` (the state of the RNG used by ``replay_selection="random"``, and the settings a
         resume must keep, `hir_trl.run_folder.resume_settings`) and a copy of the
-        model card (tagged ``hir``) into ``checkpoint-N/`` (`hir_trl.replay.save_checkpoint_state`); TRL writes the
+        model card (tagged ``hir``) into ``checkpoint-N/`` (`hir_trl.step.replay.save_checkpoint_state`); TRL writes the
         card to ``output_dir`` only. lambda needs no state: it is derived from the restored step counter.
         """
         super()._save_checkpoint(model, trial)
@@ -370,7 +370,7 @@ class HiRTrainer(GRPOTrainer):
 
         A checkpoint without ``hir_state.json`` (saved by another trainer, or copied without it) resumes with a
         warning: the replay RNG (``replay_selection="random"`` only) restarts from ``seed``; lambda, the model, the
-        optimizer and the step counter resume exactly (`hir_trl.replay.restore_checkpoint_state`).
+        optimizer and the step counter resume exactly (`hir_trl.step.replay.restore_checkpoint_state`).
         """
         super()._load_optimizer_and_scheduler(checkpoint)
         restore_checkpoint_state(checkpoint, self.hir_passes.replay_rng, self.args.seed)

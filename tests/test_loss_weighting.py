@@ -182,19 +182,25 @@ def test_paper_weighting_refuses_other_losses_and_no_replay(tmp_path, overrides)
 
 def test_replay_ratio_counts_hand_computed():
     logps = torch.zeros(3, 2)
-    old = torch.log(torch.tensor([[1.0, 1.0], [0.5, 2.0], [1.0, 1.0]]))  # ratios 1, 1 | 2, 0.5 | 1, 1
+    # ratios 1, 1 | 3, 0.9 | 1, 1: an inverted ratio (old / new) would read 1/3 and 1.11, not the same two swapped
+    old = torch.log(torch.tensor([[1.0, 1.0], [1 / 3, 1 / 0.9], [1.0, 1.0]]))
     mask = torch.tensor([[1, 1], [1, 1], [1, 0]])
     replay = torch.tensor([False, True, True])
     out = replay_ratio_counts(logps, old, mask, replay, torch.tensor([1.0, 1.0, -1.0]), epsilon_low=0.2,
                               epsilon_high=0.2)
-    # replay tokens: 2 (clipped: A > 0, ratio > 1.2), 0.5 (not: A > 0 keeps the low side), 1
-    assert out.tolist() == pytest.approx([3.5, 1.0, 3.0])
+    # replay tokens: 3 (clipped: A > 0, ratio > 1.2), 0.9 (not: A > 0 keeps the low side), 1
+    assert out.tolist() == pytest.approx([4.9, 1.0, 3.0])
     out = replay_ratio_counts(logps, old, mask, replay, torch.tensor([1.0, -1.0, -1.0]), epsilon_low=0.2,
                               epsilon_high=0.2)
-    assert out.tolist() == pytest.approx([3.5, 1.0, 3.0])  # now 0.5 is clipped (A < 0) and 2 is not
+    assert out.tolist() == pytest.approx([4.9, 0.0, 3.0])  # A < 0: 3 is not clipped, nor 0.9 (>= 1 - 0.2)
+    low = torch.log(torch.tensor([[1.0, 1.0], [1 / 0.5, 1.0], [1.0, 1.0]]))  # ratios 0.5, 1 on row 1
+    out = replay_ratio_counts(logps, low, mask, replay, torch.tensor([1.0, -1.0, -1.0]), epsilon_low=0.2,
+                              epsilon_high=0.2)
+    assert out.tolist() == pytest.approx([2.5, 1.0, 3.0])  # A < 0: 0.5 < 1 - 0.2 is clipped
     seq = replay_ratio_counts(logps, old, mask, replay, torch.tensor([1.0, 1.0, 1.0]), epsilon_low=0.2,
                               epsilon_high=0.2, level="sequence")
-    assert seq.tolist() == pytest.approx([2.0, 0.0, 2.0])  # per row: exp(mean(log 2, log 0.5)) = 1, and 1
+    # per row: exp(mean(log 3, log 0.9)) = sqrt(2.7) (clipped: A > 0, > 1.2), and 1
+    assert seq.tolist() == pytest.approx([2.7 ** 0.5 + 1.0, 1.0, 2.0])
     assert replay_ratio_counts(logps, None, mask, replay, torch.ones(3), epsilon_low=0.2,
                                epsilon_high=0.2).tolist() == pytest.approx([3.0, 0.0, 3.0])  # no old: ratio 1
 

@@ -75,6 +75,11 @@ def test_allocate_shortfall():
     assert allocate_shortfall([4, 0, 0], 2) == [0, 1, 1]  # batch scope: the batch is short by 2, not 4
     assert allocate_shortfall([3, 1], 2) == [0, 0]
     assert allocate_shortfall([0, 0], 0) == [0, 0]
+    # one row short, two groups equally short: the lower index takes it (not the higher one)
+    assert allocate_shortfall([5, 0, 0], 2) == [0, 1, 0]
+    assert allocate_shortfall([3, 1, 1], 2) == [0, 1, 0]
+    # one row short: the group with the largest deficit takes it, whatever its index
+    assert allocate_shortfall([4, 1, 0], 2) == [0, 0, 1]
 
 
 # ---------------------------------------------------------------- 3. selection

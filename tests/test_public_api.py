@@ -23,10 +23,16 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 FOLDER_ROWS = ("verifiers/", "judge/", "evaluation/")
 
 
-def _modules() -> dict[str, tuple[Path, bool]]:
-    """Dotted module name -> (file, is a package) for every module of `hir_trl` (package data left out)."""
+#: Every folder of the tree's Python: the package, the lab, the scripts, the tests (their helper modules too) and
+#: the examples.
+TREE = ("hir_trl", "benchmarks", "scripts", "tests", "examples")
+
+
+def _modules(folders: tuple[str, ...] = ("hir_trl",)) -> dict[str, tuple[Path, bool]]:
+    """Dotted module name -> (file, is a package) for every module under ``folders`` of the repository (package data
+    left out); the default: every module of `hir_trl`."""
     found = {}
-    for path in PACKAGE.rglob("*.py"):
+    for path in (path for folder in folders for path in (ROOT / folder).rglob("*.py")):
         if "recipes_data" in path.parts:
             continue
         parts = list(path.relative_to(ROOT).with_suffix("").parts)
@@ -45,8 +51,9 @@ def _type_checking_lines(tree: ast.AST) -> set[int]:
 
 
 def import_graph(modules: dict[str, tuple[Path, bool]]) -> dict[str, set[str]]:
-    """Module -> the `hir_trl` modules it imports (module level or inside a function; ``TYPE_CHECKING`` imports
-    are not imports at run time). ``from pkg import sub`` is an edge to ``pkg.sub`` only."""
+    """Module -> the modules of ``modules`` it imports (module level or inside a function: an import inside a function
+    still ties the two modules; ``TYPE_CHECKING`` imports are not imports at run time). ``from pkg import sub`` is an
+    edge to ``pkg.sub`` only."""
     graph = {}
     for name, (path, is_package) in modules.items():
         tree = ast.parse(path.read_text())
@@ -60,7 +67,7 @@ def import_graph(modules: dict[str, tuple[Path, bool]]) -> dict[str, set[str]]:
                     base = name.split(".") if is_package else name.split(".")[:-1]
                     base = base[: len(base) - (node.level - 1)]
                     target = ".".join(base + ([node.module] if node.module else []))
-                elif node.module and node.module.split(".")[0] == "hir_trl":
+                elif node.module:
                     target = node.module
                 else:
                     continue
@@ -129,6 +136,31 @@ def test_no_module_and_no_room_imports_itself_in_a_circle():
             continue
         rooms.setdefault(_room(name), set()).update(_room(edge) for edge in edges if _room(edge) != _room(name))
     assert circles(rooms) == []
+
+
+def test_import_graph_sees_a_circle_through_an_import_inside_a_function(tmp_path, monkeypatch):
+    lab = tmp_path / "lab"
+    lab.mkdir()
+    (lab / "__init__.py").write_text("")
+    (lab / "experiments.py").write_text("from lab import figures\n")
+    (lab / "figures.py").write_text("def pairs():\n    from lab import experiments\n")
+    (lab / "records.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import figures\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    graph = import_graph(_modules(("lab",)))
+    assert graph == {"lab": set(), "lab.experiments": {"lab.figures"}, "lab.figures": {"lab.experiments"},
+                     "lab.records": set()}
+    assert circles(graph) == [["lab.experiments", "lab.figures"]]
+
+
+def test_no_import_circle_anywhere_in_the_tree():
+    """The package, the lab (`benchmarks`), the scripts, the tests' helper modules and the examples: no module imports
+    itself through others, at module level or inside a function."""
+    modules = _modules(TREE)
+    assert {"hir_trl.step.algorithm", "benchmarks.learning.figures", "scripts.config_reference",
+            "tests.testing_utils"} <= set(modules)
+    graph = import_graph(modules)
+    assert "benchmarks.learning.records" in graph["benchmarks.learning.figures"]
+    assert circles(graph) == []
 
 
 #: The one module that imports TRL's internals (`hir_trl.trl_internals`, the TRL adapter's import side).

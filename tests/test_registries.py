@@ -12,6 +12,7 @@ from hir_trl import HiRConfig
 from hir_trl.step.advantages import ESTIMATORS, REPLAY_ADVANTAGES, group_advantages, hir_advantages
 from hir_trl.step.loss_weighting import LOSS_WEIGHTINGS, prepare_loss_batch
 from hir_trl.step.replay import SCOPES, SELECTIONS, select_replays
+from hir_trl.step.rewards import REWARD_MODES, ConstraintReward, VerdictMatrix
 from hir_trl.step.shortfall import SHORTFALLS, shortfall_policy
 
 #: The config field each registry serves.
@@ -22,6 +23,7 @@ REGISTRIES = {
     "replay_scope": SCOPES,
     "replay_selection": SELECTIONS,
     "replay_shortfall": SHORTFALLS,
+    "reward_mode": REWARD_MODES,
 }
 
 #: How the step looks each registry up (the name given, as the config's field would pass it).
@@ -35,6 +37,7 @@ LOOKUPS = {
     "replay_scope": lambda name: select_replays([[True, False]] * 2, [0.0, 0.0], 2, 1, 1.0, scope=name),
     "replay_selection": lambda name: select_replays([[True, False]] * 2, [0.0, 0.0], 2, 1, 1.0, selection=name),
     "replay_shortfall": lambda name: shortfall_policy(name, 2),
+    "reward_mode": lambda name: VerdictMatrix([]).rewards(name),
 }
 
 
@@ -70,3 +73,13 @@ def test_each_registered_strategy_is_accepted_by_its_name(tmp_path):
         for name in registry:
             config = HiRConfig(output_dir=str(tmp_path), bf16=False, **{field: name}, **needs.get((field, name), {}))
             assert getattr(config, field) == name
+
+
+def test_the_reward_modes_score_a_row_as_named():
+    from hir_trl.verifiers import Verdict
+
+    matrix = VerdictMatrix([[Verdict(True), Verdict(False)], [Verdict(True), Verdict(True)]])
+    assert matrix.rewards("ila") == [0.0, 1.0]
+    assert matrix.rewards("cla") == [0.5, 1.0]
+    with pytest.raises(ValueError, match=r"^reward_mode must be one of \('ila', 'cla'\), got 'xla'$"):
+        ConstraintReward(reward_mode="xla")  # the reward function's own check says the same

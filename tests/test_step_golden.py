@@ -1,8 +1,9 @@
 """A HiR step gives the same results on every CPU: the golden record of two training steps on the tiny model.
 
 For each of ``replay_shortfall`` {pad, resample} x ``advantage_estimator`` {grpo, reinforce_pp (the paper's, with
-its KL loss coefficient beta = 1e-4)}, and Reinforce++ with the KL in the reward, two optimizer steps with a fixed
-seed: every row's reward and advantage, the new rows (kind, source, group, kept constraints, a fingerprint of q'),
+its KL loss coefficient beta = 1e-4)}, Reinforce++ with the KL in the reward, and GRPO with the defaults' replay
+advantage (``positive``), ended-only replays and the binary reward (``reward_mode="ila"``), two optimizer steps with a
+fixed seed: every row's reward and advantage, the new rows (kind, source, group, kept constraints, a fingerprint of q'),
 the per-row sums of the old and reference log-probs over the completion tokens, the loss of every step and the
 step's ``hir/*`` counts are compared with ``tests/data/step_golden.json``.
 
@@ -62,6 +63,11 @@ SCENARIOS = {
     "pad-reinforce_pp": dict(replay_shortfall="pad", **REINFORCE_PP),
     "resample-reinforce_pp": dict(replay_shortfall="resample", **REINFORCE_PP),
     "resample-reinforce_pp-kl_in_reward": dict(replay_shortfall="resample", kl_in_reward=True, **REINFORCE_PP),
+    # the defaults' replay advantage, ended-only replays and the binary reward (the random model rarely stops: a
+    # length penalty on EOS makes some completions end)
+    "pad-grpo-positive-ended-ila": dict(replay_shortfall="pad", replay_advantage="positive", reward_mode="ila",
+                                        replay_truncated_completions=False,
+                                        generation_kwargs={"exponential_decay_length_penalty": (5, 1.8)}),
 }
 #: Step metrics recorded (counts and lambda; never timings). The counts are compared exactly, the rest as floats.
 METRICS = ("hir/lambda", "hir/replayed_rows", "hir/supplementary_samples", "hir/padded_rows", "hir/filler_samples",

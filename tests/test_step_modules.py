@@ -140,6 +140,9 @@ def test_batch_helpers():
     assert diversity_scores(torch.tensor([[1.0, 3.0, 9.0]]), torch.tensor([[1, 1, 0]]), "sum") == [4.0]
     assert completion_ended(torch.tensor([[5, 2, 0], [5, 6, 7]]), torch.tensor([[1, 1, 0], [1, 1, 1]]), [2]) == [
         True, False]
+    # only the completion's own tokens count: an EOS id in the padding after them (pad token = EOS) ends nothing
+    assert completion_ended(torch.tensor([[5, 6, 2], [5, 2, 2]]), torch.tensor([[1, 1, 0], [1, 1, 0]]), [2]) == [
+        False, True]
     batch = {"advantages": torch.tensor([[1.0, 3.0], [2.0, 0.0]]), "completion_mask": torch.tensor([[1, 1], [1, 0]])}
     assert sequence_advantages(batch).tolist() == [2.0, 2.0]
 

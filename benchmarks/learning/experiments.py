@@ -33,25 +33,20 @@ REPORT_FILE = one_round.REPORT_FILE
 README = records.REPO_ROOT / "README.md"
 BENCH_README = records.REPO_ROOT / "benchmarks" / "README.md"
 #: The rounds: experiment -> (what decides it: writes its entry of decision.json, how its report is written from
-#: its decision entry, the difference it decides, "A - B").
+#: its decision entry, the difference it decides, "A - B": `records.ROUND_DIFFERENCES`).
 ROUNDS: dict[str, tuple[Callable[[], Any], Callable[[dict[str, Any]], str], str]] = {
-    "one-round-synthetic": (lambda: one_round.main([]), one_round._markdown, "HiR default: pad - resample"),
-    "relabel-synthetic": (lambda: relabel.main([]), relabel._markdown, "HiR default: relabel achieved - drop"),
-    "ended-replays-paper-synthetic": (lambda: ended_replays.main([]), ended_replays._markdown,
-                                      "HiR paper: ended-only replays - any failure"),
-    "equal-sampling": (lambda: rounds.write_decisions(["equal-sampling"]), rounds.markdown,
-                       "HiR default (6 + 2) - RL-CR with 6 samples"),
-    "written-objective": (lambda: rounds.write_decisions(["written-objective"]), rounds.markdown,
-                          "HiR paper: written objective - as run"),
-    "replay-ratio": (lambda: rounds.write_decisions(["replay-ratio"]), rounds.markdown,
-                     "HiR default: hindsight ratio - original"),
-    "binary-hir": (lambda: rounds.write_decisions(["binary-hir"]), rounds.markdown,
-                   "HiR on the binary reward (ILA) - RL-IR (GRPO)"),
+    name: (write, markdown, records.ROUND_DIFFERENCES[name]) for name, (write, markdown) in {
+        "one-round-synthetic": (lambda: one_round.main([]), one_round._markdown),
+        "relabel-synthetic": (lambda: relabel.main([]), relabel._markdown),
+        "ended-replays-paper-synthetic": (lambda: ended_replays.main([]), ended_replays._markdown),
+        "equal-sampling": (lambda: rounds.write_decisions(["equal-sampling"]), rounds.markdown),
+        "written-objective": (lambda: rounds.write_decisions(["written-objective"]), rounds.markdown),
+        "replay-ratio": (lambda: rounds.write_decisions(["replay-ratio"]), rounds.markdown),
+        "binary-hir": (lambda: rounds.write_decisions(["binary-hir"]), rounds.markdown),
+    }.items()
 }
-#: How the tables name each family's arms.
-ARM_NAMES = {"trl": {"hir_default": "HiR default", "rl_cr": "RL-CR", "rl_ir": "RL-IR"},
-             "paper": {"hir_paper": "HiR paper", "rl_cr": "RL-CR", "rl_ir": "RL-IR"}}
-FAMILY_NAMES = {"trl": "GRPO", "paper": "Reinforce++"}
+ARM_NAMES = records.ARM_NAMES
+FAMILY_NAMES = records.FAMILY_NAMES
 
 
 def experiment_folders() -> list[Path]:

@@ -46,7 +46,7 @@ DIGITS = 3
 OKABE_ITO = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
 #: The forest plot's colour of an interval: above zero, below zero, including zero.
 SIGN_COLOURS = {"above": "#0072B2", "below": "#D55E00", "across": "#000000"}
-FAMILY_NAMES = {"trl": "GRPO", "paper": "Reinforce++"}
+FAMILY_NAMES = records.FAMILY_NAMES
 #: How the curves name each method (with its record folder beside it).
 METHOD_NAMES = {"hir": "HiR, ILA reward", "hir_cla": "HiR default", "hir_paper": "HiR paper (GRPO)",
                 "hir_paper_rpp": "HiR paper", "random": "random replay", "rl_cr": "RL-CR", "rl_ir": "RL-IR",
@@ -157,11 +157,9 @@ def pairs_of(entry: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
     """Every pair an entry of ``decision.json`` decides or reports: (task, family, forest row). A decisive entry is
     one pair; a round with ``pairs`` has each of them; a round with one difference has it and, where it has one,
     its difference against RL-CR (``versus_rl_cr``)."""
-    from benchmarks.learning import experiments
-
     name = entry.get("experiment", "?")
     if "family" in entry:
-        names = experiments.ARM_NAMES[entry["family"]]
+        names = records.ARM_NAMES[entry["family"]]
         pair = f"{names[entry['hir_arm']]} − {names[entry['baseline_arm']]}"
         return [(entry["task"], entry["family"],
                  _row(name, pair, "decisive", entry.get("pair_preregistered") is not False, entry, entry))]
@@ -171,7 +169,7 @@ def pairs_of(entry: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
         return [(task, family_of(p["a"]["method"]),
                  _row(name, p["name"].replace(" minus ", " − "), p["rule"], True, p, entry))
                 for p in entry["pairs"]]
-    label = experiments.ROUNDS[name][2] if name in experiments.ROUNDS else name
+    label = records.ROUND_DIFFERENCES.get(name, name)
     family = family_of(spec.get("arm", ""))
     out = [(task, family, _row(name, label.replace(" - ", " − "), "sign", True, entry, entry))]
     if entry.get("versus_rl_cr"):
@@ -304,11 +302,11 @@ def experiment_arms(name: str, decisions: Sequence[dict[str, Any]]) -> list[Arm]
     own = f"benchmarks/experiments/{name}"
     if any("family" in d for d in entries):
         spec = _preregistration(name)
-        from benchmarks.learning import decisive, experiments
+        from benchmarks.learning import decisive
 
         arms = []
         for family, block in spec["families"].items():
-            names = experiments.ARM_NAMES[family]
+            names = records.ARM_NAMES[family]
             role_names = {"hir": names[decisive.HIR_ARM_NAMES[family]], "rl_cr": names["rl_cr"],
                           "rl_ir": names["rl_ir"]}
             for role in ("hir", "rl_cr", "rl_ir"):

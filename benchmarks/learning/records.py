@@ -38,6 +38,20 @@ LOOSE_DIR = "runs"
 #: Where pre-registrations lived before each experiment had its own folder: the records written then name this path
 #: (``record["preregistration"]["path"]``, with its commit), and still belong to the experiment of that name.
 FORMER_PREREGISTRATION = "benchmarks/preregistered/{experiment}.yaml"
+#: How the tables and pictures name each family's arms, and each family's estimator.
+ARM_NAMES = {"trl": {"hir_default": "HiR default", "rl_cr": "RL-CR", "rl_ir": "RL-IR"},
+             "paper": {"hir_paper": "HiR paper", "rl_cr": "RL-CR", "rl_ir": "RL-IR"}}
+FAMILY_NAMES = {"trl": "GRPO", "paper": "Reinforce++"}
+#: The difference each round after the decisive experiment decides, "A - B" (its name in the tables and pictures).
+ROUND_DIFFERENCES = {
+    "one-round-synthetic": "HiR default: pad - resample",
+    "relabel-synthetic": "HiR default: relabel achieved - drop",
+    "ended-replays-paper-synthetic": "HiR paper: ended-only replays - any failure",
+    "equal-sampling": "HiR default (6 + 2) - RL-CR with 6 samples",
+    "written-objective": "HiR paper: written objective - as run",
+    "replay-ratio": "HiR default: hindsight ratio - original",
+    "binary-hir": "HiR on the binary reward (ILA) - RL-IR (GRPO)",
+}
 
 
 def experiment_dir(name: str) -> Path:

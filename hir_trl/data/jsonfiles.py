@@ -1,7 +1,7 @@
 """Read rows from JSON Lines and JSON files, every error naming the file and the line.
 
 The one reader of the package's JSON inputs: responses files (`hir_trl.evaluation`), and the JSON files of every data
-source (training data, benchmark files, the task sources of `hir_trl.synth`), which
+source (training data, benchmark files, the task sources of `hir_trl.data.synth`), which
 `hir_trl.data.loading.read_source` reads through it. Python's `json` parses; this module only
 locates. Each row comes with its location as the user finds it in an editor: ``"data.jsonl, line 7"`` (lines
 count from 1, blank lines included), ``"rows.json, line 4"`` (the line a list item starts on) or

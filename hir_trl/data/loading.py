@@ -11,7 +11,7 @@ column          meaning
 ``constraints`` the ordered constraints C: a list of ``{"text", "kind", "family", "instruction_id",
                 "kwargs"}``; ``kind`` is ``"hard"`` (rule-checked by ``family``/``instruction_id`` with
                 ``kwargs``, a JSON string) or ``"soft"`` (judged by an LLM; family/id are ``None``).
-``template``    how x and constraint texts are joined (`hir_trl.templates.TEMPLATES`).
+``template``    how x and constraint texts are joined (`hir_trl.data.templates.TEMPLATES`).
 ``row_id``      the source row's id, or its index.
 =============== ==========================================================================================
 
@@ -324,7 +324,7 @@ def _file_error(path: Path | str, message: str, line: int | None = None) -> Data
 
 
 def _json_rows(rows: Iterator[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
-    """``rows`` (from `hir_trl.jsonfiles`), with a file that does not read as JSON a `DatasetFormatError`."""
+    """``rows`` (from `hir_trl.data.jsonfiles`), with a file that does not read as JSON a `DatasetFormatError`."""
     try:
         yield from rows
     except JSONFileError as exc:
@@ -394,7 +394,7 @@ def read_source(source: str | os.PathLike, split: str | None = "train",
                 name: str | None = None) -> Iterator[tuple[str, Any]]:
     """``(location, raw row)`` of every row of ``source``: the one way a data source is read (training data,
     `load_rows`; benchmark files and the public benchmarks, `hir_trl.evaluation`; the task sources of
-    `hir_trl.synth`).
+    `hir_trl.data.synth`).
 
     - an existing file: read by its suffix (`FILE_READERS`: ``.jsonl``, ``.json``, ``.parquet``); another suffix is
       refused;

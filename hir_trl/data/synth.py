@@ -82,7 +82,7 @@ from .templates import join_instruction
 
 logger = logging.getLogger(__name__)
 
-#: HIR-16K joiners (``extra_info.q_type``), see `hir_trl.templates`.
+#: HIR-16K joiners (``extra_info.q_type``), see `hir_trl.data.templates`.
 Q_TYPES = ("type1", "type2", "type3", "type4", "type5", "type6")
 
 #: Family name -> the registry whose ids `synthesize` may sample for it.

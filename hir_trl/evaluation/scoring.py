@@ -248,7 +248,7 @@ class ResponseSet:
 
 
 def _jsonl_records(path: Path) -> Iterator[tuple[str, Any]]:
-    """``(location, record)`` of every line of a responses file (`hir_trl.jsonfiles.read_jsonl`)."""
+    """``(location, record)`` of every line of a responses file (`hir_trl.data.jsonfiles.read_jsonl`)."""
     try:
         yield from read_jsonl(path)
     except JSONFileError as exc:

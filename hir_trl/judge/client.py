@@ -503,7 +503,7 @@ class LiteLLMJudge:
 def build_judge(args: HiRConfig) -> LiteLLMJudge | None:
     """The `LiteLLMJudge` configured by ``args.judge_*``, or None when ``args.judge_model`` is empty.
 
-    Whether a judge is needed at all (the dataset has soft constraints, see `hir_trl.data.has_soft_constraints`) is
+    Whether a judge is needed at all (the dataset has soft constraints, see `hir_trl.data.loading.has_soft_constraints`) is
     the caller's decision.
 
     Raises:

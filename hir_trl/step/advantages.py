@@ -68,7 +68,7 @@ def normalize_then_sum_advantages(rewards: torch.Tensor, members: Sequence[Seque
     (``scale_rewards`` is not used there either); 0 for a NaN reward (a row outside every estimate).
 
     Args:
-        rewards: (N,) weighted rewards ``reward_weight x r`` (`hir_trl.rewards.weighted_rewards` of the one
+        rewards: (N,) weighted rewards ``reward_weight x r`` (`hir_trl.step.rewards.weighted_rewards` of the one
             function), NaN for rows outside the estimate; the group statistics are of r, recovered from them.
         members: row indices of each group.
         reward_weight: the function's weight (``reward_weights[0]``).
@@ -257,7 +257,7 @@ REPLAY_ADVANTAGES: dict[str, Callable[..., torch.Tensor]] = {
 def hir_advantages(rewards: torch.Tensor, new_rows: Sequence[Any], num_sampled: int, group_size: int,
                    loss_mask: torch.Tensor, *, replay_advantage: str = "positive", replay_weight: float = 1.0,
                    **estimator: Any) -> torch.Tensor:
-    """Advantages of a HiR batch: B sampled rows followed by the new rows (`hir_trl.batch.NewRow`), by the
+    """Advantages of a HiR batch: B sampled rows followed by the new rows (`hir_trl.step.batch.NewRow`), by the
     ``replay_advantage`` function of `REPLAY_ADVANTAGES`.
 
     ``replay_advantage="group"`` (paper): each replay is one more row of its source's group under the estimator.

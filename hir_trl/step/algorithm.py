@@ -125,7 +125,7 @@ def check_batch(output: dict[str, Any], num_sampled: int, group_size: int) -> No
     """Refuse what HiR cannot extend.
 
     Raises:
-        NotImplementedError: a multimodal batch, or a batch key outside `hir_trl.batch.ROW_KEYS`.
+        NotImplementedError: a multimodal batch, or a batch key outside `hir_trl.step.batch.ROW_KEYS`.
         RuntimeError: B = ``num_sampled`` rows are not whole groups of m = ``group_size``.
     """
     unsupported = MULTIMODAL_KEYS.intersection(output)
@@ -144,10 +144,10 @@ def complete_groups(passes: StepPasses, shortfall: ShortfallPolicy, inputs: list
 
     Args:
         passes: the trainer's passes (`StepPasses`).
-        shortfall: the ``replay_shortfall`` policy (`hir_trl.shortfall.shortfall_policy`).
+        shortfall: the ``replay_shortfall`` policy (`hir_trl.step.shortfall.shortfall_policy`).
         inputs: this rank's B dataset rows, each instruction repeated m times in a row.
         output: TRL's `_generate_and_score_completions` output for them (Algorithm 2, lines 7-10).
-        capture: what HiR's hooks recorded during that call (`hir_trl.step_state.HiRCapture`).
+        capture: what HiR's hooks recorded during that call (`hir_trl.step.state.HiRCapture`).
 
     Returns:
         ``(extended, step)``: TRL's dict with every per-row key extended to B' = B + (B / m) x k rows (the sampled
@@ -192,7 +192,7 @@ def complete_groups(passes: StepPasses, shortfall: ShortfallPolicy, inputs: list
             lacking = allocate_shortfall([len(p) for p in picked], k)
 
     # Algorithm 2, lines 7-10 again for a group with z < k candidates (paper §3.2): k - z supplementary samples
-    # under q, or k - z padding rows (``replay_shortfall``, `hir_trl.shortfall`).
+    # under q, or k - z padding rows (``replay_shortfall``, `hir_trl.step.shortfall`).
     filled = shortfall.fill(passes, inputs, lacking, "old_per_token_logps" in output)
     supplement = filled.samples
     passes.log_metric("hir/generate_calls", 1 + (supplement is not None))
@@ -209,7 +209,7 @@ def complete_groups(passes: StepPasses, shortfall: ShortfallPolicy, inputs: list
         replay_passes(passes, extended, new_rows, B)
 
     # Algorithm 2, line 16: r_k of each replay (1, or re-judged; plus its extra rewards on (q', y)), with every
-    # other row's reward (`hir_trl.rewards.replay_row_rewards`); line 20: the advantages.
+    # other row's reward (`hir_trl.step.rewards.replay_row_rewards`); line 20: the advantages.
     rewards = replay_row_rewards(
         capture, supplement, new_rows, inputs, output, weights=passes.reward_weights, reward_mode=args.reward_mode,
         judge=passes.judge if args.rejudge_replays else None,
@@ -234,7 +234,7 @@ def complete_groups(passes: StepPasses, shortfall: ShortfallPolicy, inputs: list
 
 def relabeller(args: Any, inputs: Sequence[dict[str, Any]], prompts: Sequence[Any],
                completions: Sequence[Any]) -> Callable[[int, int], Any] | None:
-    """``relabel(i, j)`` for `hir_trl.replay.select_rewrite` under ``hindsight_relabel="achieved"``: response i's
+    """``relabel(i, j)`` for `hir_trl.step.replay.select_rewrite` under ``hindsight_relabel="achieved"``: response i's
     failed constraint j with the bound it achieved (`hir_trl.verifiers.achieved_constraint`); None for "drop"."""
     if args.hindsight_relabel != "achieved":
         return None
@@ -319,7 +319,7 @@ def trl_generation_batch(passes: StepPasses, inputs: Sequence[dict[str, Any]], o
 
 
 def log_judge_metrics(passes: StepPasses, training: bool) -> None:
-    """Log the judge's ``judge/*`` metrics since the last call (`hir_trl.step_log.judge_metrics`)."""
+    """Log the judge's ``judge/*`` metrics since the last call (`hir_trl.step.log.judge_metrics`)."""
     metrics = passes.pop_judge_metrics()
     if metrics is None:
         return

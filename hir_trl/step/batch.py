@@ -40,7 +40,7 @@ class NewRow:
         source: a replay's or pad's source row among the B sampled rows; a supplementary sample's index among the
             supplementary samples.
         group: the group (instruction) the row belongs to.
-        choice: a replay's `hir_trl.replay.ReplayChoice` (``q_prime`` included), else None.
+        choice: a replay's `hir_trl.step.replay.ReplayChoice` (``q_prime`` included), else None.
     """
 
     kind: str
@@ -59,7 +59,7 @@ def plan_new_rows(picked: Sequence[Sequence[ReplayChoice]], supplementary: Seque
     """The new rows in batch order: all supplementary samples, then all replays, then all padding, group by group.
 
     Args:
-        picked: per group, its replay choices (``index`` within the group), from `hir_trl.replay.select_rewrite`.
+        picked: per group, its replay choices (``index`` within the group), from `hir_trl.step.replay.select_rewrite`.
         supplementary: per group, its supplementary samples (the supplement's rows are in this order: group 0's,
             then group 1's, ...).
         padding: per group, its zero-weight padding rows (``replay_shortfall="pad"``; a pad copies the group's
@@ -129,7 +129,7 @@ def extend_batch(output: dict[str, Any], new_rows: Sequence[NewRow], supplement:
         output: super's `_generate_and_score_completions` output (B rows).
         new_rows: the new rows (`plan_new_rows`).
         supplement: the supplementary samples' per-row tensors (keys of `ROW_KEYS`,
-            `hir_trl.step_state.SupplementarySamples.tensors`), or None.
+            `hir_trl.step.state.SupplementarySamples.tensors`), or None.
         q_prime_ids: the token ids of each replay's q', in the order of the replays in ``rows``.
         pad_token_id: the tokenizer's pad token (prompts are left-padded, completions right-padded with it).
         pad_to_multiple_of: TRL's ``pad_to_multiple_of`` for the prompt width.

@@ -137,7 +137,7 @@ def completion_log_rows(new_rows: Sequence[NewRow], inputs: Sequence[dict[str, A
                         supplement: Any, rewards: Sequence[float], num_sampled: int,
                         group_size: int) -> list[LogRow]:
     """Completion-log entries of the new rows except padding. A replay shows q' and the indices of its kept
-    constraints (JSON); a supplementary sample (of ``supplement``, a `hir_trl.step_state.SupplementarySamples`) its
+    constraints (JSON); a supplementary sample (of ``supplement``, a `hir_trl.step.state.SupplementarySamples`) its
     per-constraint verdicts."""
     out = []
     for i, row in enumerate(new_rows):

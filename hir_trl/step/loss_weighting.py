@@ -34,7 +34,7 @@ from ..errors import chosen
 from .batch import loss_mask
 
 #: The per-row key HiR adds to a training batch: (N,) True on the replay rows (read by the ``hir/replay_ratio_*``
-#: metrics, `hir_trl.step_log.replay_ratio_counts`).
+#: metrics, `hir_trl.step.log.replay_ratio_counts`).
 REPLAY_MASK = "replay_mask"
 
 
@@ -49,7 +49,7 @@ def paper_row_weights(new_rows: Sequence[Any], num_sampled: int, group_size: int
     samples; a replay: 1 / k; a pad: 0.
 
     Args:
-        new_rows: the new rows (`hir_trl.batch.NewRow`, ``kind`` and ``group``), in batch order after the B sampled.
+        new_rows: the new rows (`hir_trl.step.batch.NewRow`, ``kind`` and ``group``), in batch order after the B sampled.
         num_sampled: B, a multiple of ``group_size``; group_size: m; num_replays: k (>= 1).
 
     Raises:

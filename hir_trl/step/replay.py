@@ -319,7 +319,7 @@ def rewrite(choice: ReplayChoice, prompt: Any, task: str, constraints: Sequence[
         choice: a selected response.
         prompt: its original prompt: a string, or chat messages ending with the user turn (whose content becomes q').
         task: the instruction's task text x; ``constraints``: its constraint texts, in order; ``template``: how x
-            and the constraints are joined (`hir_trl.templates`).
+            and the constraints are joined (`hir_trl.data.templates`).
 
     Returns:
         ``choice`` with ``q_prime`` = `hindsight_instruction` (a string prompt) or `hindsight_messages` (messages);

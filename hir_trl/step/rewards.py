@@ -20,11 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..data.chat import completion_text, instruction_text
+from ..errors import chosen
 from ..judge import Judge, judge_batch  # noqa: F401 - Judge, judge_batch: public here too
 from ..verifiers import Verdict, verify_constraint
-
-#: ``HiRConfig.reward_mode`` choices: ILA (binary, all constraints met) or CLA (fraction of constraints met).
-REWARD_MODES = ("ila", "cla")
 
 logger = logging.getLogger(__name__)
 
@@ -63,11 +61,9 @@ class VerdictMatrix:
         The one place that picks the formula: training, supplementary samples and re-judged replays all call it.
 
         Raises:
-            ValueError: ``reward_mode`` is neither ``"ila"`` nor ``"cla"``.
+            ValueError: ``reward_mode`` is not a key of `REWARD_MODES` (the message names the field and its choices).
         """
-        if reward_mode not in REWARD_MODES:
-            raise ValueError(f"reward_mode must be 'ila' or 'cla', got {reward_mode!r}")
-        return self.ila() if reward_mode == "ila" else self.cla()
+        return chosen(REWARD_MODES, "reward_mode", reward_mode)(self)
 
     def num_errors(self) -> int:
         """How many verdicts record a checker or judge failure."""
@@ -84,6 +80,11 @@ class VerdictMatrix:
                              "source": v.source, "passed": bool(v.passed), **({"error": v.error} if v.error else {})}
                             for c, v in zip(items, row)], ensure_ascii=False)
                 for items, row in zip(constraints, self.verdicts)]
+
+
+#: ``HiRConfig.reward_mode``'s registry: the per-row reward of a `VerdictMatrix` by name (its keys are the field's
+#: choices): ILA (binary, all constraints met, the paper's) or CLA (the fraction of constraints met).
+REWARD_MODES: dict[str, Callable[[VerdictMatrix], list[float]]] = {"ila": VerdictMatrix.ila, "cla": VerdictMatrix.cla}
 
 
 class ConstraintReward:
@@ -127,8 +128,8 @@ class ConstraintReward:
 
     @reward_mode.setter
     def reward_mode(self, value: str | None) -> None:
-        if value is not None and value not in REWARD_MODES:
-            raise ValueError(f"reward_mode must be 'ila' or 'cla', got {value!r}")
+        if value is not None:
+            chosen(REWARD_MODES, "reward_mode", value)
         self._reward_mode = value
         self.__name__ = value or "ila"  # TRL names the reward column after the callable
 
@@ -216,7 +217,7 @@ def rejudge_replays(judge: Any, reward_mode: str, inputs: Sequence[dict[str, Any
         judge: the soft-constraint judge (its ``rejudge`` method when it has one), or None.
         reward_mode: ``"ila"`` or ``"cla"``.
         inputs, completions: the B sampled rows' dataset rows and completions.
-        new_rows: the new rows (`hir_trl.batch.NewRow`).
+        new_rows: the new rows (`hir_trl.step.batch.NewRow`).
 
     Returns:
         the reward of each replay, by its offset among the new rows, when some replay keeps a soft constraint:
@@ -581,10 +582,10 @@ def replay_row_rewards(capture: Any, supplement: Any, new_rows: Sequence[Any], i
     its extra rewards are computed on its own (q', y) with its kept constraints; a pad's reward is NaN.
 
     Args:
-        capture: the `hir_trl.step_state.HiRCapture` of TRL's call (``verdicts``, ``rewards_per_func``,
+        capture: the `hir_trl.step.state.HiRCapture` of TRL's call (``verdicts``, ``rewards_per_func``,
             ``completions`` of the B sampled rows).
-        supplement: the step's `hir_trl.step_state.SupplementarySamples`, or None.
-        new_rows: the new rows (`hir_trl.batch.NewRow`).
+        supplement: the step's `hir_trl.step.state.SupplementarySamples`, or None.
+        new_rows: the new rows (`hir_trl.step.batch.NewRow`).
         inputs: the B sampled rows' dataset rows.
         output: TRL's batch (``completion_ids`` / ``completion_mask`` (B, T), for the replays' completion ids).
         weights: (F,) ``reward_weights``; ``reward_mode``: ``"ila"`` or ``"cla"``.

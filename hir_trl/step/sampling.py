@@ -254,7 +254,7 @@ def entropies_and_old_logps(output: dict[str, Any], recorded: dict[str, Any] | N
 
 
 # ---------------------------------------------------------------- the inputs of the replay selection (Algorithm 1)
-# `hir_trl.replay.select_rewrite` takes plain lists (no torch); these turn the step's tensors into them.
+# `hir_trl.step.replay.select_rewrite` takes plain lists (no torch); these turn the step's tensors into them.
 
 
 def diversity_scores(entropies: torch.Tensor, mask: torch.Tensor, aggregation: str = "mean") -> list[float]:
@@ -281,7 +281,7 @@ __all__ = ["SamplingRecorder", "completion_ended", "diversity_scores", "entropie
 def record_while_sampling(generate: Callable[..., Any], capture: Any, model: Any, temperature: float, timer: Any,
                           *args: Any) -> Any:
     """``generate(*args)`` (`GRPOTrainer._generate_single_turn`) with a `SamplingRecorder` among ``generate``'s
-    logits processors when ``capture`` (a `hir_trl.step_state.HiRCapture`) asks for it (``record_logps``): per
+    logits processors when ``capture`` (a `hir_trl.step.state.HiRCapture`) asks for it (``record_logps``): per
     completion token, the sampled token's log-prob and (``record_entropies``) the policy's entropy, in nats, go to
     ``capture.recorded`` (`SamplingRecorder.per_row`); the recorder's own time to ``timer`` (``recording``).
 

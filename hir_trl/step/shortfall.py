@@ -1,7 +1,7 @@
 """What a group short of replay candidates gets (``HiRConfig.replay_shortfall``): one small interface, two policies.
 
 A group with z < k candidates (Algorithm 1 found fewer than k failed completions to replay) needs k - z more rows so
-that every group holds m + k (`hir_trl.replay.allocate_shortfall` says how many per group):
+that every group holds m + k (`hir_trl.step.replay.allocate_shortfall` says how many per group):
 
 - `PadShortfall` (``"pad"``, the default): k - z zero-weight padding rows, no generation;
 - `ResampleShortfall` (``"resample"``, paper §3.2: "we additionally generate k - z supplementary samples"): k - z
@@ -25,7 +25,7 @@ from .state import SupplementarySamples
 @dataclass(frozen=True)
 class ShortfallFill:
     """How the shortfall of one step is filled: per group, its supplementary samples and its padding rows (the
-    arguments of `hir_trl.batch.plan_new_rows`), and the samples themselves (None when none were drawn)."""
+    arguments of `hir_trl.step.batch.plan_new_rows`), and the samples themselves (None when none were drawn)."""
 
     supplementary: list[int]
     padding: list[int]
@@ -37,7 +37,7 @@ class ShortfallPolicy(Protocol):
 
     def fill(self, passes: Any, inputs: Sequence[dict[str, Any]], shortfall: Sequence[int],
              need_old_logps: bool) -> ShortfallFill:
-        """Fill ``shortfall[g]`` rows of each group g (per group k - z, from `hir_trl.replay.allocate_shortfall`).
+        """Fill ``shortfall[g]`` rows of each group g (per group k - z, from `hir_trl.step.replay.allocate_shortfall`).
 
         Args:
             passes: the trainer's passes (`hir_trl.step.StepPasses`).
@@ -50,7 +50,7 @@ class ShortfallPolicy(Protocol):
 
 class PadShortfall:
     """``replay_shortfall="pad"``: k - z zero-weight padding rows per group (a copy of the group's first row with an
-    empty completion mask, `hir_trl.batch.extend_batch`); no generation call."""
+    empty completion mask, `hir_trl.step.batch.extend_batch`); no generation call."""
 
     def fill(self, passes: Any, inputs: Sequence[dict[str, Any]], shortfall: Sequence[int],
              need_old_logps: bool) -> ShortfallFill:

@@ -29,10 +29,10 @@ class HiRCapture:
     Filled in during the call (None until then):
         prompts: (B,) the prompts TRL passed to the reward functions (chat messages or text).
         completions: (B,) the decoded completions, as TRL passed them.
-        verdicts: the `hir_trl.rewards.VerdictMatrix` of `ConstraintReward` on those B rows.
+        verdicts: the `hir_trl.step.rewards.VerdictMatrix` of `ConstraintReward` on those B rows.
         rewards_per_func: (B, F) this rank's rows of TRL's rewards, the constraint reward first
             (`HiRTrainer._calculate_rewards`).
-        recorded: the values recorded while sampling (`hir_trl.sampling.SamplingRecorder.per_row`: per completion,
+        recorded: the values recorded while sampling (`hir_trl.step.sampling.SamplingRecorder.per_row`: per completion,
             (n_i,) ``logps`` and ``entropies`` in nats), or None when nothing was recorded.
         entropies: (B, T) token entropies in nats from TRL's old-log-prob pass (``share_old_pass``), or None.
         environments: TRL's per-completion environment instances of the call (``GRPOTrainer.environments``), or
@@ -57,11 +57,11 @@ class SupplementarySamples:
     samples under q, group by group (group 0's first), drawn through TRL's own generation and reward call.
 
     Attributes:
-        tensors: their per-row tensors (the keys of `hir_trl.batch.ROW_KEYS` TRL returned), each (S, ...); with
+        tensors: their per-row tensors (the keys of `hir_trl.step.batch.ROW_KEYS` TRL returned), each (S, ...); with
             ``old_per_token_logps`` (S, T) whenever the sampled rows have them.
         prompts: (S,) their prompts (q), as TRL passed them to the reward functions.
         completions: (S,) their decoded completions.
-        verdicts: the `hir_trl.rewards.VerdictMatrix` of `ConstraintReward` on those S rows.
+        verdicts: the `hir_trl.step.rewards.VerdictMatrix` of `ConstraintReward` on those S rows.
         rewards_per_func: (S, F) their rewards, the constraint reward first.
         fillers: samples generated on this rank only to keep the ranks in step (dropped).
         generated_tokens: completion tokens of the whole call, all ranks, fillers included.
@@ -81,12 +81,12 @@ class HiRStep:
     """What the latest HiR generation batch added on this rank (``HiRTrainer.last_replay``, for inspection and tests).
 
     Attributes:
-        new_rows: the `hir_trl.batch.NewRow` appended to the B sampled rows: row ``B + i`` of the extended batch is
+        new_rows: the `hir_trl.step.batch.NewRow` appended to the B sampled rows: row ``B + i`` of the extended batch is
             ``new_rows[i]`` (its ``kind``, ``source``, ``group``, ``choice`` and ``q_prime``).
         rewards: (B + len(new_rows),) reward of every row: the verdict reward of sampled rows and supplementary
             samples, 1 for replays (unless re-judged), NaN for padding.
         lam: lambda_s used for the selection (paper eq. "lambda").
-        supplementary_verdicts: the `hir_trl.rewards.VerdictMatrix` of the supplementary samples, or None.
+        supplementary_verdicts: the `hir_trl.step.rewards.VerdictMatrix` of the supplementary samples, or None.
     """
 
     new_rows: list[Any]
