@@ -53,8 +53,9 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-#: The shared data folder, ``../shared/data`` from the repository root (``--data`` overrides it).
-DATA = REPO_ROOT.parent / "shared" / "data"
+#: The shared data folder: ``$HIR_SHARED_DATA``, else ``../shared/data`` from the repository root (``--data``
+#: overrides both).
+DATA = Path(os.environ.get("HIR_SHARED_DATA") or REPO_ROOT.parent / "shared" / "data")
 #: Each mix's file inside the data folder.
 MIXES = {
     "ifeval": "ifeval/input_data.jsonl",
