@@ -14,10 +14,11 @@ import math
 from dataclasses import dataclass
 from statistics import NormalDist
 
-#: Wall seconds of rule verification per hard check and per 1,000 completion tokens: the mean over the four
-#: constraint mixes (IFEval, IFBench, MulDimIF, HIR-16K format) at 48 rows x 4,096 tokens of
-#: `benchmarks/step_cpu_cost.py`, on a shared 2-core CPU (a GPU node's core is usually faster).
-RULE_SECONDS_PER_CHECK_PER_KTOKEN = 0.0021
+#: Wall seconds of rule verification per hard check and per 1,000 completion tokens: the HIR-16K-format mix's, the
+#: largest of the four mixes (IFEval 0.0010, IFBench 0.0012, MulDimIF 0.0016, HIR-16K format 0.0017) at 48 rows x
+#: 4,096 tokens of `benchmarks/step_cpu_cost.py` (benchmarks/experiments/step-cpu-cost/), on a shared 2-core CPU at
+#: a load of 13-15 (a GPU node's core is usually faster). IFEval rows that detect the response's language cost more.
+RULE_SECONDS_PER_CHECK_PER_KTOKEN = 0.0017
 #: Hard and soft constraints per row when the data cannot be counted: HIR-16K's (76,456 hard and 46,536 soft
 #: constraints over 16,969 rows; paper, Appendix "HIR-16K").
 HIR16K_HARD_PER_ROW, HIR16K_SOFT_PER_ROW = 76_456 / 16_969, 46_536 / 16_969
