@@ -136,7 +136,8 @@ class ConstraintReward:
                     constraints: Sequence[Sequence[Mapping[str, Any]]]) -> bool:
         """Send the soft constraints of these rows to the judge now, on a thread of its own, so that its requests
         are in flight until the `verify` call on the same rows (same instructions, responses and soft-constraint
-        texts, in order) collects the verdicts; a `verify` call on other rows judges its own and drops these.
+        texts, in order) collects the verdicts; a `verify` call on other rows waits for these to finish, drops them
+        and judges its own (the judge never runs two batches at once).
         `HiRTrainer` calls it as soon as TRL has generated (`GRPOTrainer._generate`), so that the judge's wait
         overlaps TRL's old-log-prob and reference passes. Does nothing unless `overlap_judge` and a judge are set.
 
@@ -148,6 +149,9 @@ class ConstraintReward:
         """
         if not self.overlap_judge:
             return False
+        if self._ahead is not None:  # an earlier batch nobody collected: let it finish first
+            self._ahead[1].join()
+            self._ahead = None
         triples = [(instruction_text(prompt), completion_text(completion), c["text"])
                    for prompt, completion, items in zip(prompts, completions, constraints)
                    for c in items if c["kind"] == "soft"]
@@ -210,6 +214,8 @@ class ConstraintReward:
         if ahead is not None and ahead[0] == [t for _, _, t in soft]:  # `judge_ahead` already asked for these
             waiting, judged = ahead[1], ahead[2]
         else:
+            if ahead is not None:  # other rows were sent ahead: let them finish, so the judge runs one batch at a time
+                ahead[1].join()
             waiting, judged = self._start_judge([t for _, _, t in soft]) if self.overlap_judge else (None, {})
         started = time.perf_counter()
         rows: list[list[Verdict | None]] = []
