@@ -189,7 +189,9 @@ class ConstraintReward:
 
     def verify(self, prompts: Sequence[Any], completions: Sequence[Any],
                constraints: Sequence[Sequence[Mapping[str, Any]]]) -> VerdictMatrix:
-        """Verify every (row, constraint) pair once.
+        """Verify every (row, constraint) pair once: the rule verifiers here, the soft constraints by the judge (on
+        its own thread while the rules run, or collected from `judge_ahead`; see `overlap_judge`). Adds the wall
+        seconds of the rules and of the wait for the judge to `seconds`.
 
         Args:
             prompts: (B,) prompts (conversational or plain); the final user turn is the instruction.
@@ -680,11 +682,10 @@ def replay_row_rewards(capture: Any, supplement: Any, new_rows: Sequence[Any], i
     import contextlib
 
     from .batch import row_rewards
-
-    def timed(name: str):
-        return timer.timed(name) if timer is not None else contextlib.nullcontext()
-
     from .replay import hindsight_constraints
+
+    def timed(name: str):  # ``hir/seconds_<name>``
+        return timer.timed(name) if timer is not None else contextlib.nullcontext()
 
     def per_func(verdicts, rewards_per_func):  # the constraint reward from the verdicts, the others from TRL's call
         return [[reward, *others[1:]] for reward, others in zip(verdicts.rewards(reward_mode), rewards_per_func,
