@@ -224,6 +224,16 @@ class HiRTrainer(GRPOTrainer):
             capture.entropies = entropies
         return logps, (entropies if compute_entropy else None), aux
 
+    def _generate(self, prompts):
+        """Override of `GRPOTrainer._generate`: super's generation, then, in a HiR step with a judge, the rows' soft
+        constraints go to the judge at once (`hir_trl.trl_adapter.TRLPasses.judge_ahead`), so that its wait overlaps
+        TRL's old-log-prob and reference passes; the reward call then collects the verdicts.
+
+        Returns:
+            super's tuple, unchanged.
+        """
+        return self.hir_passes.judge_ahead(super()._generate(prompts))
+
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         """Override of `GRPOTrainer._generate_single_turn`: record token entropies and log-probs while sampling.
 
@@ -284,7 +294,7 @@ class HiRTrainer(GRPOTrainer):
             return trl_generation_batch(self.hir_passes, inputs, super()._generate_and_score_completions(inputs),
                                         self.model.training)
         inputs = list(inputs)
-        with self.hir_passes.capturing(step_start=True) as capture:
+        with self.hir_passes.capturing(step_start=True, inputs=inputs) as capture:
             output = super()._generate_and_score_completions(inputs)
         output, self.last_replay = hir_generation_batch(self.hir_passes, self._shortfall, inputs, output, capture)
         return output

@@ -380,12 +380,12 @@ class TRLPasses:
 
     # ---------------------------------------------------------------- one generation call's capture
     @contextmanager
-    def capturing(self, *, share_old_pass: bool = False, entropies: bool = True,
-                  step_start: bool = False) -> Iterator[Any]:
+    def capturing(self, *, share_old_pass: bool = False, entropies: bool = True, step_start: bool = False,
+                  inputs: Sequence[dict[str, Any]] | None = None) -> Iterator[Any]:
         """Within the block, HiR's hooks record into a fresh `hir_trl.step.state.HiRCapture` (yielded, and
         `capture` meanwhile): log-probs while sampling when the step needs them (replays, ``kl_in_reward``) and
         ``generate`` can record them; entropies too for F_div when ``entropies``. ``step_start``: the first call of a
-        step (its timings start)."""
+        step (its timings start). ``inputs``: the call's dataset rows (`judge_ahead`)."""
         from .step.state import HiRCapture
 
         args = self.args
@@ -396,7 +396,8 @@ class TRLPasses:
                               and self.no_recording_reason is not None and self.trl_computes_old_logps())
         record = self.no_recording_reason is None and bool(args.num_replays or self.kl_coef)
         self.capture = HiRCapture(share_old_pass=share_old_pass, record_logps=record,
-                                  record_entropies=record and entropies and args.diversity_entropy == "exact")
+                                  record_entropies=record and entropies and args.diversity_entropy == "exact",
+                                  inputs=None if inputs is None else list(inputs))
         try:
             yield self.capture
         finally:
@@ -463,7 +464,7 @@ class TRLPasses:
             return None
         m = self.num_generations
         extra = [inputs[g * m] for g, c in enumerate(fill) for _ in range(c)] + [inputs[0]] * (most - need)
-        with self.capturing(entropies=False) as capture, self.one_completion_per_prompt(), \
+        with self.capturing(entropies=False, inputs=extra) as capture, self.one_completion_per_prompt(), \
                 self.discard_records(len(extra)):  # no F_div for supplementary samples
             out = GRPOTrainer._generate_and_score_completions(trainer, extra)
         generated = int(self.gather(out["completion_mask"].sum()).sum().item())
@@ -482,6 +483,20 @@ class TRLPasses:
                                     generated_tokens=generated)
 
     # ---------------------------------------------------------------- rewards
+    def judge_ahead(self, generated: tuple) -> tuple:
+        """After `GRPOTrainer._generate` in a HiR call (`capture` set, with its rows): send the rows' soft
+        constraints to the judge now (`hir_trl.step.rewards.ConstraintReward.judge_ahead`), so that its wait
+        overlaps TRL's old-log-prob and reference passes, which run before TRL's reward call collects the verdicts.
+        Returns ``generated`` (super's tuple; its 4th item: the decoded completions) unchanged."""
+        capture, reward = self.capture, self.trainer.constraint_reward
+        completions = generated[3] if len(generated) > 3 else None
+        if capture is None or capture.inputs is None or not isinstance(completions, list) \
+                or len(completions) != len(capture.inputs) or getattr(reward, "judge", None) is None:
+            return generated
+        reward.judge_ahead([row["prompt"] for row in capture.inputs], completions,
+                           [row["constraints"] for row in capture.inputs])
+        return generated
+
     def keep_reward_call(self, prompts: Sequence[Any], completions: Sequence[Any], rewards_per_func: Any) -> Any:
         """After `GRPOTrainer._calculate_rewards`: check that `ConstraintReward` recorded one verdict row per
         completion and, in a HiR call (`capture` set), keep the prompts, completions, verdicts, this rank's (B, F)
@@ -494,6 +509,8 @@ class TRLPasses:
         verdicts = trainer.constraint_reward.last_verdicts
         if verdicts is None or len(verdicts) != len(prompts):
             raise RuntimeError("ConstraintReward did not record one verdict row per completion")
+        for name, seconds in trainer.constraint_reward.pop_seconds().items():  # verification, judge wait
+            self.timer.add(name, seconds)
         capture = self.capture
         if capture is not None:
             rank = trainer.accelerator.process_index

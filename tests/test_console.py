@@ -32,4 +32,13 @@ def test_training_prints_one_line_per_step_and_logs_every_metric(tmp_path, capsy
         assert len(re.findall(pattern, text, flags=re.M)) == 1, pattern
         # the full metrics still reach trainer_state.json
         assert {"loss", "hir/lambda", "hir/replayed_fraction", "hir/seconds_total", "step_time"} <= set(h)
+        # the whole step is timed: generation, rule verification, the judge's wait (no judge here), extra rewards
+        assert h["hir/seconds_generation"] > 0 and h["hir/seconds_verification"] > 0
+        assert h["hir/seconds_judge"] == 0.0 and "hir/seconds_extra_rewards" in h
     assert "'hir/lambda'" not in text  # no metrics dict on the console
+    # the summary names the part with the largest share of the two steps' timed time
+    from hir_trl.cli.summary import STEP_PART_NAMES
+    from hir_trl.step.log import STEP_PARTS
+
+    largest = max(STEP_PARTS, key=lambda part: sum(h[f"hir/seconds_{part}"] for h in history))
+    assert f"Step time: the largest share is {STEP_PART_NAMES[largest]} (" in text

@@ -290,12 +290,15 @@ def test_the_reward_functions_judge_re_judges_the_replays(tmp_path, tiny_model_p
     (``rejudge_replays``): it says YES only while the instruction still states the 500-word rule, so under q' (which
     dropped it) the replay's reward is 0. The arithmetic of re-judging, with and without it, is tests/test_step.py's
     test_rejudged_replays_ask_the_judge_again_under_q_prime."""
+    import threading
+
     from hir_trl.verifiers import Verdict
 
-    calls = []
+    calls, threads = [], []
 
     def judge(triples):
         calls.append(list(triples))
+        threads.append(threading.current_thread().name)
         return [Verdict("at least 500 words" in instruction, source="judge") for instruction, _, _ in triples]
 
     trainer = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path, rejudge_replays=True,
@@ -309,6 +312,9 @@ def test_the_reward_functions_judge_re_judges_the_replays(tmp_path, tiny_model_p
     assert [replay.rewards[r] for r in replays] == [0.0, 0.0]
     assert len(calls) == 2  # the batch's soft constraints, then the replays' kept ones
     assert all("500 words" not in instruction for instruction, _, _ in calls[1])
+    # the batch's went to the judge as soon as TRL had generated (on the judge's own thread), once
+    assert threads == ["hir-judge-batch", "MainThread"]
+    assert "hir/seconds_judge" in trainer.state.log_history[0]
 
 
 def test_trainer_builds_the_judge_from_the_config(tmp_path, tiny_model_path, monkeypatch):

@@ -107,6 +107,62 @@ def test_judge_failures_are_recorded_verdicts(judge, message):
     assert matrix[0, 1] == Verdict(True)
 
 
+class ThreadRecordingJudge:
+    """Passes a response that contains "polite"; records each call's triples and the thread that made it."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, triples):
+        import threading
+
+        self.calls.append((list(triples), threading.current_thread().name))
+        return [Verdict("polite" in response, source="judge") for _, response, _ in triples]
+
+
+ROWS = ([PROMPT, PROMPT, PROMPT], ["a polite note", "rude, note", "polite, and lowercase"],
+        [[soft("Be polite."), NO_COMMA], [NO_COMMA, soft("Be polite."), LOWER], [LOWER, soft("Be brief.")]])
+
+
+def test_the_judge_overlapped_with_the_rules_gives_the_same_verdicts_in_the_same_cells():
+    serial, overlapped = ThreadRecordingJudge(), ThreadRecordingJudge()
+    reward = ConstraintReward(judge=serial)
+    reward.overlap_judge = False
+    expected = reward.verify(*ROWS).verdicts
+    reward = ConstraintReward(judge=overlapped)
+    assert reward.verify(*ROWS).verdicts == expected
+    assert [t for t, _ in overlapped.calls] == [t for t, _ in serial.calls]  # one batch, the same triples in order
+    assert serial.calls[0][1] == "MainThread" and overlapped.calls[0][1] == "hir-judge-batch"
+    seconds = reward.pop_seconds()
+    assert set(seconds) == {"verification", "judge"} and seconds["verification"] > 0
+    assert reward.pop_seconds() == {"verification": 0.0, "judge": 0.0}
+
+
+def test_judge_ahead_sends_the_rows_once_and_verify_collects_them():
+    judge = ThreadRecordingJudge()
+    reward = ConstraintReward(judge=judge)
+    expected = ConstraintReward(judge=ThreadRecordingJudge()).verify(*ROWS).verdicts
+    assert reward.judge_ahead(*ROWS) is True
+    assert reward.verify(*ROWS).verdicts == expected
+    assert len(judge.calls) == 1  # the verify call asked nothing more
+    # rows other than those sent ahead (here: another response) are judged on their own; the early batch is dropped
+    reward.judge_ahead(*ROWS)
+    other = (ROWS[0], ["a polite note", "rude, note", "very polite"], ROWS[2])
+    assert reward.verify(*other).passed(2) == [False, True]
+    assert len(judge.calls) == 3 and judge.calls[-1][0][-1][1] == "very polite"
+    assert reward.judge_ahead([PROMPT], ["ok"], [[NO_COMMA]]) is False  # nothing soft: nothing sent
+
+
+def test_a_judge_error_raised_on_the_judges_thread_reaches_the_caller():
+    from hir_trl.judge import JudgeError
+
+    def judge(triples):
+        raise JudgeError("the judge failed on 1 of 1 soft constraints")
+
+    with pytest.raises(JudgeError, match="failed on 1 of 1"):
+        ConstraintReward(judge=judge).verify([PROMPT], ["ok"], [[soft("Be nice."), NO_COMMA]])
+
+
 def test_inputs_validation_and_text_helpers():
     with pytest.raises(ValueError, match="2 prompts"):
         ConstraintReward().verify([PROMPT, PROMPT], ["a"], [[NO_COMMA]])

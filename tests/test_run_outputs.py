@@ -86,6 +86,32 @@ def test_summary_reads_only_the_steps_of_this_run(tmp_path):
     assert f"last checkpoint : {tmp_path / 'checkpoint-5'}" in text and "Replays made: 5;" in text
 
 
+def test_summary_names_the_largest_share_of_the_step_time():
+    from hir_trl.cli.summary import step_time_line
+
+    history = [{"step": 1, "reward/ila": 0.5, "hir/seconds_generation": 2.0, "hir/seconds_judge": 5.0,
+                "hir/seconds_verification": 1.0, "hir/seconds_selection": 0.0},
+               {"step": 2, "reward/ila": 0.5, "hir/seconds_generation": 6.0, "hir/seconds_judge": 1.0,
+                "hir/seconds_verification": 1.0, "hir/seconds_selection": 0.0}]
+    line = step_time_line(history)
+    assert line.startswith("Step time: the largest share is generation (50% of 16.0 s timed over the run")
+    assert "judge wait 38%, rule verification 12%" in line and "selection" not in line  # a part that took no time
+    assert step_time_line([{"step": 1, "reward/ila": 0.5}]) is None  # a run without the timings
+
+
+def test_step_timer_counts_time_measured_elsewhere_as_a_nested_block(monkeypatch):
+    from hir_trl.step import log
+
+    now = iter([0.0, 10.0])
+    monkeypatch.setattr(log.time, "perf_counter", lambda: next(now))
+    timer = log.StepTimer()
+    with timer.timed("supplementary"):
+        timer.add("verification", 3.0)  # e.g. ConstraintReward's rule verification inside the block
+    assert timer.seconds == {"supplementary": 7.0, "verification": 3.0}
+    timer.add("judge", 2.0)  # outside any block
+    assert timer.seconds["judge"] == 2.0 and timer.seconds["supplementary"] == 7.0
+
+
 def test_model_card_of_a_local_run_names_local_paths_not_hub_links(tmp_path, tiny_model_path, capsys):
     out = tmp_path / "my-run"
     assert train(out, tiny_model_path, "--max_steps", 1, "--save_strategy", "no", "--log_completions", "false") == 0

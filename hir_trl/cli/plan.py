@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .step_cost import step_cost_line
+
 GIB = 2**30
 
 #: Share of a GPU's memory that training may plan to use: the rest is the CUDA context, NCCL's buffers and the
@@ -1005,6 +1007,8 @@ def make_plan(plan_args: PlanArguments, train_argv: Sequence[str], parse_train_a
             say(f"  cost at your prices: {judge.cost_per_step:,.2f} per step{hour}, at most (before the cache)")
     else:
         say("judge: none (no judge_model, or soft_constraints: skip)")
+    say(step_cost_line(batch.sequences_per_call_per_rank, args.max_completion_length, counts,
+                       args.judge_max_concurrency, judging))
     say("")
     kept = (f"x {disk['kept']} kept = {_gib(disk['total'])}" if disk["kept"] is not None
             else "x every save (save_total_limit unset and the number of saves unknown: unbounded)")

@@ -5,7 +5,8 @@ It has four parts:
 1. per logged step: ILA and CLA of the sampled completions (``reward/ila``, ``reward/cla``), the hindsight
    replays made (``hir/replayed_rows``), the supplementary samples (``hir/supplementary_samples``) and the
    zero-weight padding rows (``hir/padded_rows``), read from the trainer's log history;
-2. the judge's failures (``judge/failures`` of ``judge/verdicts``), when it had any;
+2. the judge's failures (``judge/failures`` of ``judge/verdicts``), when it had any, and where a step's time went
+   (``hir/seconds_*``: the largest share named);
 3. example replays from the completion log (``log_completions: true``): for each, the original instruction q,
    the hindsight instruction q' it was trained on (the constraints the completion met; with ``hindsight_relabel:
    achieved``, a failed count relabelled to what it achieved), and the start of the completion y; or that replay is
@@ -81,6 +82,34 @@ def judge_line(log_history: Sequence[Mapping[str, Any]], generations_per_step: f
                  "judge_api_base and judge_api_key_env (docs/judge.md), or set judge_failure_policy: raise to stop "
                  "at the first failure")
     return line + "."
+
+
+#: How `step_time_line` names each part of a step's timed wall time (``hir/seconds_<part>``).
+STEP_PART_NAMES = {"generation": "generation", "verification": "rule verification", "judge": "judge wait",
+                   "extra_rewards": "replays' extra rewards", "extra_pass": "extra passes", "selection": "selection",
+                   "supplementary": "supplementary samples (other work)", "assembly": "assembly",
+                   "replay_passes": "replay passes"}
+
+
+def step_time_line(log_history: Sequence[Mapping[str, Any]], generations_per_step: float = 1.0) -> str | None:
+    """The summary's line on where a step's time went: each timed part's share of the timed wall time
+    (``hir/seconds_<part>`` of `hir_trl.step.log.STEP_PARTS`, the slowest rank's, summed over the run as `totals`
+    does), largest first, the largest named; None when no step logged them (replay off with TRL's own batch). TRL's
+    loss, backward pass and optimizer step are not among the parts."""
+    from ..step.log import STEP_PARTS
+
+    if not any(f"hir/seconds_{part}" in entry for entry in log_history for part in STEP_PARTS):
+        return None
+    seconds = dict(zip(STEP_PARTS, totals(log_history, [f"hir/seconds_{part}" for part in STEP_PARTS],
+                                          generations_per_step)))
+    whole = sum(seconds.values())
+    if whole <= 0:
+        return None
+    parts = sorted(((value, part) for part, value in seconds.items() if value > 0), reverse=True)
+    shares = ", ".join(f"{STEP_PART_NAMES[part]} {100 * value / whole:.0f}%" for value, part in parts[:5])
+    largest = STEP_PART_NAMES[parts[0][1]]
+    return (f"Step time: the largest share is {largest} ({100 * parts[0][0] / whole:.0f}% of {whole:.1f} s timed "
+            f"over the run, the loss excluded; {shares}; hir/seconds_* in the metrics).")
 
 
 def step_table(log_history: Sequence[Mapping[str, Any]], generations_per_step: float = 1.0) -> list[str]:
@@ -209,6 +238,9 @@ def training_summary(output_dir: str | os.PathLike, log_history: Sequence[Mappin
     judged = judge_line(log_history, generations_per_step)
     if judged is not None:
         lines += ["", judged]
+    step_time = step_time_line(log_history, generations_per_step)
+    if step_time is not None:
+        lines += ["", step_time]
     completions = output_dir / "completions"
     lines += ["", "Example replays (the hindsight instruction q' keeps the constraints the completion y met, as "
               "trained on):"]
@@ -246,4 +278,4 @@ def training_summary(output_dir: str | os.PathLike, log_history: Sequence[Mappin
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["example_replays", "judge_line", "step_table", "totals", "training_summary"]
+__all__ = ["example_replays", "judge_line", "step_table", "step_time_line", "totals", "training_summary"]

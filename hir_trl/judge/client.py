@@ -278,7 +278,7 @@ class LiteLLMJudge:
         sent to the server), ``judge/cache_hits`` (triples answered from the cache),
         ``judge/deduplicated`` (triples sharing a prompt with another triple of the same batch),
         ``judge/failures`` (triples whose verdict is a failure), ``judge/retries`` (extra request
-        attempts), ``judge/seconds_per_step`` (wall seconds the caller waited for the judge), and the
+        attempts), ``judge/seconds_per_step`` (wall seconds of the judge's calls, on whichever thread made them), and the
         ``judge/rejudge_*`` subset. Latencies (present when a request was made): ``judge/latency_p50`` and
         ``judge/latency_p95``, seconds of one request attempt. verdicts = calls + cache_hits + deduplicated.
         """

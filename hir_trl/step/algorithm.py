@@ -213,7 +213,7 @@ def complete_groups(passes: StepPasses, shortfall: ShortfallPolicy, inputs: list
     rewards = replay_row_rewards(
         capture, supplement, new_rows, inputs, output, weights=passes.reward_weights, reward_mode=args.reward_mode,
         judge=passes.judge if args.rejudge_replays else None,
-        extra_rewards=lambda *rows: passes.extra_rewards(capture, new_rows, *rows))
+        extra_rewards=lambda *rows: passes.extra_rewards(capture, new_rows, *rows), timer=passes.timer)
     extended["advantages"] = hir_advantages(
         torch.tensor(rewards, dtype=torch.float32, device=passes.device), new_rows, B, m, loss_mask(extended),
         replay_advantage=args.replay_advantage, replay_weight=args.replay_weight, estimator=args.advantage_estimator,

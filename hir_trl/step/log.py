@@ -22,7 +22,12 @@ from .rewards import VerdictMatrix
 #: Completion-log columns HiR writes itself.
 LOG_COLUMNS = ("row_id", "hindsight", "supplementary", "kept_constraints")
 #: ``hir/seconds_<name>`` timings (docs/step.md "Metrics").
-TIMINGS = ("total", "extra_pass", "selection", "supplementary", "assembly", "replay_passes", "recording")
+TIMINGS = ("total", "extra_pass", "selection", "supplementary", "assembly", "replay_passes", "recording",
+           "generation", "verification", "judge", "extra_rewards")
+#: The timings that do not overlap (a nested block's time is its own), whose sum is the step's timed wall time:
+#: `step_time_line` shares it out (``recording`` is inside ``generation``, ``total`` holds the others).
+STEP_PARTS = ("generation", "verification", "judge", "extra_rewards", "extra_pass", "selection", "supplementary",
+              "assembly", "replay_passes")
 #: The per-rank counts `replay_counts` returns, in order (summed over ranks before `replay_metrics`).
 COUNTS = ("replayed", "slots", "groups_all_failed", "groups", "integrity", "entropy", "supplementary", "padded",
           "relabelled", "fillers", "generated_tokens", "sampled", "sampled_tokens", "replay_tokens")
@@ -57,6 +62,13 @@ class StepTimer:
             self.seconds[name] += elapsed if name == "total" else elapsed - nested
             if self._stack:
                 self._stack[-1] += elapsed
+
+    def add(self, name: str, seconds: float) -> None:
+        """Count ``seconds`` measured elsewhere (e.g. `hir_trl.step.rewards.ConstraintReward.seconds`) as a block
+        ``name`` nested in the block now open, which then excludes them as it excludes its timed blocks."""
+        self.seconds[name] += seconds
+        if self._stack:
+            self._stack[-1] += seconds
 
     def values(self) -> list[float]:
         """Seconds of each of `TIMINGS`, in order (0 for a block that did not run)."""

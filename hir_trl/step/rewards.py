@@ -15,6 +15,8 @@ import inspect
 import json
 import logging
 import math
+import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -110,6 +112,13 @@ class ConstraintReward:
     Attributes:
         last_verdicts: the `VerdictMatrix` of the latest call (rows in the order TRL passed them).
         num_checks: total constraint checks run so far (each (row, constraint) once per call).
+        seconds: wall seconds spent since the last `pop_seconds`: ``"verification"`` (the rule verifiers) and
+            ``"judge"`` (waiting for the judge once they are done), the ``hir/seconds_verification`` and
+            ``hir/seconds_judge`` timings.
+        overlap_judge: True (default): the batch's soft constraints go to the judge, on a thread of its own, before
+            the rule verifiers run (or earlier, `judge_ahead`), so that its requests are in flight meanwhile (the
+            judge is then called from that thread); False: the judge is called after the rule verifiers, on the
+            calling thread. The verdicts are the same either way, in the same cells.
 
     Raises:
         ValueError: an unknown ``reward_mode``.
@@ -120,6 +129,52 @@ class ConstraintReward:
         self.reward_mode = reward_mode
         self.last_verdicts: VerdictMatrix | None = None
         self.num_checks = 0
+        self.seconds = {"verification": 0.0, "judge": 0.0}
+        self.overlap_judge = True
+        self._ahead: tuple[list[tuple[str, str, str]], threading.Thread, dict[str, Any]] | None = None
+
+    def judge_ahead(self, prompts: Sequence[Any], completions: Sequence[Any],
+                    constraints: Sequence[Sequence[Mapping[str, Any]]]) -> bool:
+        """Send the soft constraints of these rows to the judge now, on a thread of its own, so that its requests
+        are in flight until the `verify` call on the same rows (same instructions, responses and soft-constraint
+        texts, in order) collects the verdicts; a `verify` call on other rows waits for these to finish, drops them
+        and judges its own (the judge never runs two batches at once).
+        `HiRTrainer` calls it as soon as TRL has generated (`GRPOTrainer._generate`), so that the judge's wait
+        overlaps TRL's old-log-prob and reference passes. Does nothing unless `overlap_judge` and a judge are set.
+
+        Args:
+            prompts, completions, constraints: (B,) each, as `verify` takes them.
+
+        Returns:
+            Whether requests were started (some row has a soft constraint).
+        """
+        if not self.overlap_judge:
+            return False
+        if self._ahead is not None:  # an earlier batch nobody collected: let it finish first
+            self._ahead[1].join()
+            self._ahead = None
+        triples = [(instruction_text(prompt), completion_text(completion), c["text"])
+                   for prompt, completion, items in zip(prompts, completions, constraints)
+                   for c in items if c["kind"] == "soft"]
+        waiting, judged = self._start_judge(triples)
+        self._ahead = (triples, waiting, judged) if waiting is not None else None
+        return waiting is not None
+
+    def _start_judge(self, triples: list[tuple[str, str, str]]) -> tuple[threading.Thread | None, dict[str, Any]]:
+        """A started thread judging ``triples`` into the returned dict (`_judge_into`); (None, {}) without a judge or
+        a triple."""
+        judged: dict[str, Any] = {}
+        if not triples or self.judge is None:
+            return None, judged
+        waiting = threading.Thread(target=_judge_into, args=(self.judge, triples, judged), name="hir-judge-batch",
+                                   daemon=True)
+        waiting.start()
+        return waiting, judged
+
+    def pop_seconds(self) -> dict[str, float]:
+        """`seconds` since the previous call (wall seconds of rule verification and judge wait), then reset."""
+        seconds, self.seconds = self.seconds, {"verification": 0.0, "judge": 0.0}
+        return seconds
 
     @property
     def reward_mode(self) -> str | None:
@@ -135,7 +190,9 @@ class ConstraintReward:
 
     def verify(self, prompts: Sequence[Any], completions: Sequence[Any],
                constraints: Sequence[Sequence[Mapping[str, Any]]]) -> VerdictMatrix:
-        """Verify every (row, constraint) pair once.
+        """Verify every (row, constraint) pair once: the rule verifiers here, the soft constraints by the judge (on
+        its own thread while the rules run, or collected from `judge_ahead`; see `overlap_judge`). Adds the wall
+        seconds of the rules and of the wait for the judge to `seconds`.
 
         Args:
             prompts: (B,) prompts (conversational or plain); the final user turn is the instruction.
@@ -152,22 +209,40 @@ class ConstraintReward:
         if not (len(prompts) == len(completions) == len(constraints)):
             raise ValueError(f"got {len(prompts)} prompts, {len(completions)} completions and "
                              f"{len(constraints)} constraint lists")
+        texts = [(instruction_text(prompt), completion_text(completion))
+                 for prompt, completion in zip(prompts, completions)]
+        soft = [(r, j, (texts[r][0], texts[r][1], c["text"]))
+                for r, items in enumerate(constraints) for j, c in enumerate(items) if c["kind"] == "soft"]
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] == [t for _, _, t in soft]:  # `judge_ahead` already asked for these
+            waiting, judged = ahead[1], ahead[2]
+        else:
+            if ahead is not None:  # other rows were sent ahead: let them finish, so the judge runs one batch at a time
+                ahead[1].join()
+            waiting, judged = self._start_judge([t for _, _, t in soft]) if self.overlap_judge else (None, {})
+        started = time.perf_counter()
         rows: list[list[Verdict | None]] = []
-        soft: list[tuple[int, int, tuple[str, str, str]]] = []
-        for r, (prompt, completion, items) in enumerate(zip(prompts, completions, constraints)):
-            instruction, response = instruction_text(prompt), completion_text(completion)
+        for (instruction, response), items in zip(texts, constraints):
             row: list[Verdict | None] = []
-            for j, c in enumerate(items):
+            for c in items:
                 if c["kind"] == "soft":
                     row.append(None)
-                    soft.append((r, j, (instruction, response, c["text"])))
                     continue
                 kwargs = json.loads(c["kwargs"]) if isinstance(c["kwargs"], str) else c["kwargs"]
                 row.append(verify_constraint(c["family"], c["instruction_id"], kwargs, response, instruction))
             rows.append(row)
             self.num_checks += len(items)
+        verified = time.perf_counter()
+        self.seconds["verification"] += verified - started
         if soft:
-            for (r, j, _), verdict in zip(soft, judge_batch(self.judge, [t for _, _, t in soft])):
+            if waiting is None:
+                _judge_into(self.judge, [t for _, _, t in soft], judged)
+            else:
+                waiting.join()
+            self.seconds["judge"] += time.perf_counter() - verified
+            if "error" in judged:
+                raise judged["error"]
+            for (r, j, _), verdict in zip(soft, judged["verdicts"]):
                 rows[r][j] = verdict
         return VerdictMatrix([list(row) for row in rows])  # every soft cell was filled by judge_batch
 
@@ -184,6 +259,15 @@ class ConstraintReward:
         if callable(log_metric):
             log_verdict_metrics(matrix, log_metric)
         return matrix.rewards(self.reward_mode or "ila")
+
+
+def _judge_into(judge: Judge | None, triples: list[tuple[str, str, str]], out: dict[str, Any]) -> None:
+    """``out["verdicts"] = judge_batch(judge, triples)``, or ``out["error"]``: what it raised (re-raised by the
+    caller, on its own thread)."""
+    try:
+        out["verdicts"] = judge_batch(judge, triples)
+    except BaseException as exc:  # noqa: BLE001 - handed to the calling thread, which raises it
+        out["error"] = exc
 
 
 def _num_processes() -> int:
@@ -572,7 +656,8 @@ def weighted_rewards(per_func: Sequence[Sequence[float]], weights: Sequence[floa
 
 def replay_row_rewards(capture: Any, supplement: Any, new_rows: Sequence[Any], inputs: Sequence[Mapping[str, Any]],
                        output: Mapping[str, Any], *, weights: Sequence[float], reward_mode: str, judge: Any = None,
-                       extra_rewards: Callable[..., list[list[float]]] | None = None) -> list[float]:
+                       extra_rewards: Callable[..., list[list[float]]] | None = None,
+                       timer: Any = None) -> list[float]:
     """(B + len(new_rows),) reward of every row of the extended batch (Algorithm 2, lines 9 and 16), each TRL's
     weighted sum over the reward functions (`weighted_rewards`, ``reward_weights``).
 
@@ -592,9 +677,16 @@ def replay_row_rewards(capture: Any, supplement: Any, new_rows: Sequence[Any], i
         judge: the judge to re-judge the replays' soft constraints with, or None (no re-judging).
         extra_rewards: ``extra_rewards(prompts, completions, completion_ids, rows) -> (R, F - 1)`` for the R replays
             (`hir_trl.trl_adapter.TRLPasses.extra_rewards`), or None when there are no extra functions.
+        timer: a `hir_trl.step.log.StepTimer`: the re-judging is timed as ``judge``, the replays' extra rewards as
+            ``extra_rewards``; or None.
     """
+    import contextlib
+
     from .batch import row_rewards
     from .replay import hindsight_constraints
+
+    def timed(name: str):  # ``hir/seconds_<name>``
+        return timer.timed(name) if timer is not None else contextlib.nullcontext()
 
     def per_func(verdicts, rewards_per_func):  # the constraint reward from the verdicts, the others from TRL's call
         return [[reward, *others[1:]] for reward, others in zip(verdicts.rewards(reward_mode), rewards_per_func,
@@ -606,14 +698,16 @@ def replay_row_rewards(capture: Any, supplement: Any, new_rows: Sequence[Any], i
     replays = [(offset, row) for offset, row in enumerate(new_rows) if row.kind == "replay"]
     constraint = {offset: 1.0 for offset, _ in replays}
     if judge is not None:
-        constraint.update(rejudge_replays(judge, reward_mode, inputs, capture.completions, new_rows))
-    extras = extra_rewards(
-        [row.q_prime for _, row in replays], [capture.completions[row.source] for _, row in replays],
-        [output["completion_ids"][row.source][output["completion_mask"][row.source].bool()].tolist()
-         for _, row in replays],
-        [{**inputs[row.source], "prompt": row.q_prime,
-          "constraints": hindsight_constraints(inputs[row.source]["constraints"], row.choice)}
-         for _, row in replays]) if extra_rewards is not None and replays else [[] for _ in replays]
+        with timed("judge"):
+            constraint.update(rejudge_replays(judge, reward_mode, inputs, capture.completions, new_rows))
+    with timed("extra_rewards"):
+        extras = extra_rewards(
+            [row.q_prime for _, row in replays], [capture.completions[row.source] for _, row in replays],
+            [output["completion_ids"][row.source][output["completion_mask"][row.source].bool()].tolist()
+             for _, row in replays],
+            [{**inputs[row.source], "prompt": row.q_prime,
+              "constraints": hindsight_constraints(inputs[row.source]["constraints"], row.choice)}
+             for _, row in replays]) if extra_rewards is not None and replays else [[] for _ in replays]
     replay_rewards = weighted_rewards([[constraint[offset], *extra] for (offset, _), extra in zip(replays, extras)],
                                       weights)
     return row_rewards(sampled, new_rows, supplementary, dict(zip(constraint, replay_rewards)))

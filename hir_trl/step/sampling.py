@@ -283,15 +283,17 @@ def record_while_sampling(generate: Callable[..., Any], capture: Any, model: Any
     """``generate(*args)`` (`GRPOTrainer._generate_single_turn`) with a `SamplingRecorder` among ``generate``'s
     logits processors when ``capture`` (a `hir_trl.step.state.HiRCapture`) asks for it (``record_logps``): per
     completion token, the sampled token's log-prob and (``record_entropies``) the policy's entropy, in nats, go to
-    ``capture.recorded`` (`SamplingRecorder.per_row`); the recorder's own time to ``timer`` (``recording``).
+    ``capture.recorded`` (`SamplingRecorder.per_row`); the recorder's own time to ``timer`` (``recording``). The
+    whole call is timed as ``generation`` (the recorder's time included).
 
     Returns:
         ``generate``'s ``(completion_ids, logprobs)``, unchanged.
     """
     if capture is None or not capture.record_logps:
-        return generate(*args)
+        with timer.timed("generation"):
+            return generate(*args)
     recorder = SamplingRecorder(temperature, entropy=capture.record_entropies)
-    with record_sampling(model, recorder):
+    with record_sampling(model, recorder), timer.timed("generation"):
         completion_ids, logprobs = generate(*args)
     capture.recorded = recorder.per_row(completion_ids)
     timer.seconds["recording"] += recorder.seconds

@@ -25,6 +25,8 @@ class HiRCapture:
             token's log-prob (the replays' old log-probs, F_div's ``"sampled"`` estimate, ``kl_in_reward``).
         record_entropies: ... and its policy entropy (F_div, ``diversity_entropy="exact"``); False for the
             supplementary samples, which need no F_div.
+        inputs: the call's dataset rows (their constraints go to the judge as soon as TRL has generated,
+            `hir_trl.trl_adapter.TRLPasses.judge_ahead`), or None.
 
     Filled in during the call (None until then):
         prompts: (B,) the prompts TRL passed to the reward functions (chat messages or text).
@@ -42,6 +44,7 @@ class HiRCapture:
     share_old_pass: bool = False
     record_logps: bool = False
     record_entropies: bool = False
+    inputs: list[dict[str, Any]] | None = None
     prompts: list[Any] | None = None
     completions: list[Any] | None = None
     verdicts: Any = None
