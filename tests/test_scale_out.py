@@ -378,11 +378,11 @@ def _slurm_work(tmp_path: Path) -> Path:
     return work
 
 
-def _sbatch(slurm: SlurmCluster, work: Path, extra: str, **env: str) -> str:
+def _sbatch(slurm: SlurmCluster, work: Path, extra: str, accelerator: str = "multi_cpu", **env: str) -> str:
     submitted = slurm.run("sbatch", "--parsable", "--gres=none", f"--chdir={work}",
                           f"--export=ALL,GPUS_PER_NODE=1,{','.join(f'{k}={v}' for k, v in env.items())}".rstrip(","),
                           str(REPO_ROOT / "recipes" / "slurm" / "train.slurm"), "recipes/tiny/hir/config_cpu.yaml",
-                          "multi_cpu", extra)
+                          accelerator, extra)
     assert submitted.returncode == 0, submitted.stderr
     return submitted.stdout.strip().split(";")[0]
 
@@ -393,7 +393,8 @@ def _job_log(work: Path, job_id: str) -> str:
 
 def test_slurm_plan_gate_stops_a_launch_that_does_not_fit(tmp_path, slurm, tiny_model_path):
     work = _slurm_work(tmp_path)
-    job = _sbatch(slurm, work, f"--use_cpu false --model_name_or_path {tiny_model_path}", GPU_MEMORY_GB="0.01")
+    job = _sbatch(slurm, work, f"--use_cpu false --model_name_or_path {tiny_model_path}", "multi_gpu",
+                  GPU_MEMORY_GB="0.01")  # 10 MB GPUs: the tiny model's state alone does not fit
     fields = slurm.wait(job, lambda f: f.get("JobState") in ("FAILED", "COMPLETED"), timeout=300)
     log = _job_log(work, job)
     assert fields["JobState"] == "FAILED" and fields["ExitCode"].startswith("1:"), log
