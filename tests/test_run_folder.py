@@ -15,6 +15,7 @@ The tiny runs are shared: one finished 2-step run (module scope), copied when a 
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import os
@@ -264,6 +265,27 @@ def test_each_node_s_first_process_writes_its_own_folder(finished, tmp_path, mon
     assert (out / FINAL_MARK).is_file()
     start_final_save(str(out), writer=True)
     assert not (out / FINAL_MARK).exists()
+
+
+def test_each_node_s_first_process_saves_the_model_s_weights(tiny_model_path, tmp_path, monkeypatch):
+    """``save_on_each_node``: transformers' ``save_pretrained`` writes weights on global rank 0 only; within
+    `weights_on_each_node` the first process of another node writes them too (and nothing else changes)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from hir_trl.models.workarounds import weights_on_each_node
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path)
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda *a: 1)  # node 1's first process
+    node_local = SimpleNamespace(save_on_each_node=True, should_save=True)
+    for name, args, state_dict in (("plain", None, None), ("shared", SimpleNamespace(save_on_each_node=False,
+                                                                                    should_save=True), None),
+                                   ("gathered", node_local, {}), ("node", node_local, None)):
+        with weights_on_each_node(model, args, state_dict) if args else contextlib.nullcontext():
+            model.save_pretrained(tmp_path / name, is_main_process=True)
+        assert (tmp_path / name / "model.safetensors").is_file() is (name == "node"), name
+        assert "should_save_on_this_rank" not in vars(model)  # the method is back as transformers has it
 
 
 @pytest.mark.slow

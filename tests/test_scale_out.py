@@ -428,3 +428,26 @@ def test_slurm_job_requeued_by_signal_continues_from_its_checkpoint(tmp_path, sl
     resumed = next(line for line in log.splitlines() if "RESTART 1" in line)
     assert "checkpoint-" in (out / "README.md").read_text()  # the model card names the checkpoint resumed from
     print(f"\nslurm: requeued after {first:.0f} s ({resumed}); whole job {time.monotonic() - start:.0f} s")
+
+
+def test_slurm_job_requeued_before_its_first_checkpoint_starts_again(tmp_path, slurm, tiny_model_path):
+    """No checkpoint to continue from: the requeued job replaces what the interrupted run wrote and trains anew."""
+    work = _slurm_work(tmp_path)
+    out = work / "outputs" / "tiny-hir"
+    job = _sbatch(slurm, work, f"--model_name_or_path {tiny_model_path} --max_steps 4 --save_steps 100")
+    deadline = time.monotonic() + 600
+    while "step 1/4" not in _job_log(work, job):
+        assert time.monotonic() < deadline, f"no step after 600 s:\n{_job_log(work, job)}\n{slurm.logs()}"
+        time.sleep(1)
+    assert not list(out.glob("checkpoint-*"))
+    assert slurm.run("scancel", "--batch", "--signal=USR1", job).returncode == 0
+    fields = slurm.wait(job, lambda f: f.get("JobState") in ("COMPLETED", "FAILED"), 900)
+    log = _job_log(work, job)
+    assert fields["JobState"] == "COMPLETED" and fields["Restarts"] == "1", log
+    assert "RESTART 1: --overwrite_output_dir true" in log
+    from hir_trl.run_folder import final_model
+
+    record, why = final_model(str(out))
+    assert record is not None and record["global_step"] == 4, why
+    history = json.loads((out / "trainer_state.json").read_text())["log_history"]
+    assert [h["step"] for h in history if "loss" in h] == [1, 2, 3, 4]  # one line of steps, from the start

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "recipes" / "SmolLM2-135M-Instruct" / "hir" / "config_cpu.yaml"
 GPU_FLAGS = ("--use_cpu", "false", "--bf16", "true", "--max_steps", "2", "--save_strategy", "no")
 #: SmolLM2-135M-Instruct's files the run builds its model from (benchmarks/gpu/prepare.sh copies them).
-MODEL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json")
+MODEL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 NO_GPU, NO_MODEL = 3, 4
 _UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 

