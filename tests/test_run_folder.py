@@ -305,12 +305,11 @@ def test_under_torchrun_rank_0_refuses_and_no_rank_hangs(holder, tiny_model_path
 
 def test_the_python_api_holds_the_folder_too(shared_holder):
     proc, folder = shared_holder
-    trainer = SimpleNamespace(args=SimpleNamespace(output_dir=str(folder)),
-                              accelerator=SimpleNamespace(is_main_process=True), model=None)
+    trainer = SimpleNamespace(args=SimpleNamespace(output_dir=str(folder), should_save=True), model=None)
     with pytest.raises(ValueError, match=f"in use by another run \\(pid {proc.pid}"):
         with training_run(trainer, None):
             pass
-    trainer.accelerator.is_main_process = False  # rank 1 of the same launch: no lock, no wait
+    trainer.args.should_save = False  # rank 1 of the same launch (it saves nothing): no lock, no wait
     with training_run(trainer, None) as checkpoint:
         assert checkpoint is None
 
