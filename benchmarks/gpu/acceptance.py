@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-files", default=str(ROOT / "benchmarks" / "gpu" / "carry" / "smollm2"),
                         help="SmolLM2-135M-Instruct's config and tokenizer (benchmarks/gpu/prepare.sh)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "experiments" / "gpu"))
-    parser.add_argument("--test-timeout", type=int, default=240)
+    parser.add_argument("--test-timeout", type=int, default=200)
     args = parser.parse_args(argv)
 
     import torch

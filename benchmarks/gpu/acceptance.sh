@@ -5,6 +5,7 @@
 # and peak memory against `hir-trl plan`'s prediction in benchmarks/experiments/gpu/ (benchmarks/gpu/acceptance.py).
 #   before the slot, with network:  bash benchmarks/gpu/prepare.sh     (builds benchmarks/gpu/carry/, <= 64 MiB)
 #   in the slot, from the checkout: bash benchmarks/gpu/acceptance.sh
+# Time: the install at most 60 s, tests/test_gpu.py at most 200 s, then the plan and the 2 steps; 470 s in all at most.
 # Exit status: 0 passed and recorded; 1 a check failed (see the record); 3 no CUDA GPU: it stops before installing
 # or running anything and prints what it would run; 4 benchmarks/gpu/carry/ is missing or incomplete.
 set -uo pipefail
@@ -23,7 +24,7 @@ if ! compgen -G "$CARRY/wheels/*.whl" > /dev/null; then
     echo "acceptance: no wheels in $CARRY/wheels: run benchmarks/gpu/prepare.sh before the slot"
     exit 4
 fi
-timeout 120 "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
+timeout 60 "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
     "$CARRY"/wheels/*.whl || exit 4
 export PYTHONPATH=$SITE:$PWD
-timeout 420 "$PYTHON" benchmarks/gpu/acceptance.py --model-files "$CARRY/smollm2" "$@"
+timeout 410 "$PYTHON" benchmarks/gpu/acceptance.py --model-files "$CARRY/smollm2" "$@"
