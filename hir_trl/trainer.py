@@ -23,7 +23,13 @@ from .compat import check_argument_order, check_trainer_arguments
 from .configs import HiRConfig, check_batch_layout
 from .data.loading import check_prompt_lengths, normalize_dataset, prompt_length_limits
 from .guards import NonFiniteGuard, NothingTrainedGuard, check_enough_rows
-from .models.workarounds import check_head_size, fix_colocate_weight_sync, gloo_teardown_pause, vllm_runs_on_cpu
+from .models.workarounds import (
+    check_head_size,
+    fix_colocate_weight_sync,
+    gloo_teardown_pause,
+    vllm_runs_on_cpu,
+    weights_on_each_node,
+)
 from .run_folder import resume_settings, training_run
 from .step.advantages import TRL_ESTIMATOR
 from .step.algorithm import hir_generation_batch, trl_generation_batch
@@ -371,8 +377,10 @@ class HiRTrainer(GRPOTrainer):
         """Override of `transformers.Trainer._save` (every save of the model: the final one, each ``checkpoint-N``,
         ``push_to_hub``'s): super's, then beside a LoRA adapter ``_hir_adapter_base.json``, the exact base it was
         trained on, which ``hir-trl eval generate`` merges it into while that base is here
-        (`hir_trl.trl_adapter.TRLPasses.write_adapter_base`)."""
-        super()._save(output_dir, state_dict)
+        (`hir_trl.trl_adapter.TRLPasses.write_adapter_base`). With ``save_on_each_node``, every node's copy holds
+        the model's weights (`hir_trl.models.workarounds.weights_on_each_node`)."""
+        with weights_on_each_node(self.model, self.args, state_dict):
+            super()._save(output_dir, state_dict)
         self.hir_passes.write_adapter_base(output_dir)
 
     def _load_optimizer_and_scheduler(self, checkpoint):

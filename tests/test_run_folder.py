@@ -15,6 +15,7 @@ The tiny runs are shared: one finished 2-step run (module scope), copied when a 
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import os
@@ -41,6 +42,8 @@ from hir_trl.run_folder import (
     last_checkpoint,
     paths_read,
     release_run_folder,
+    set_aside_later_line,
+    start_final_save,
     training_run,
     unwritable,
 )
@@ -149,11 +152,13 @@ def test_paths_read_names_every_existing_path_and_nothing_else(tmp_path):
 # ------------------------------------------------------------------------------ 2. a run holds its folder
 
 
-def _hold(folder):
-    """Start a process that holds ``folder`` (`claim_run_folder`); yields (process, folder)."""
+def _hold(folder, **env):
+    """Start a process that holds ``folder`` (`claim_run_folder`), with ``env`` added to its environment; yields
+    (process, folder)."""
     code = ("import sys, time\nfrom hir_trl.run_folder import claim_run_folder\nclaim_run_folder(sys.argv[1])\n"
             "print('held', flush=True)\ntime.sleep(900)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(folder)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", code, str(folder)], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, **env})
     try:
         assert proc.stdout.readline().strip() == "held"
         yield proc, folder
@@ -228,6 +233,61 @@ def test_only_the_main_process_holds_the_folder(shared_holder, monkeypatch):
         claim_run_folder(str(folder))
 
 
+def test_a_node_of_the_same_launch_finding_the_folder_held_is_told_to_use_node_local_folders(tmp_path, monkeypatch):
+    """``save_on_each_node: true`` on storage the nodes share: the first process of node 1 finds node 0's lock."""
+    launch = {"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
+    for proc, folder in _hold(tmp_path / "out", RANK="0", GROUP_RANK="0", **launch):
+        record = json.loads((folder / LOCK_FILE).read_text())
+        assert record["launch"] == "10.0.0.1:29500" and record["node"] == "0"
+        for name, value in {**launch, "RANK": "1", "GROUP_RANK": "1"}.items():
+            monkeypatch.setenv(name, value)
+        with pytest.raises(ValueError, match=f"held by node 0 of this same run \\(pid {proc.pid}.*set "
+                                             "save_on_each_node: false"):
+            claim_run_folder(str(folder), main_process=True)  # should_save: node 1's first process
+        monkeypatch.setenv("MASTER_PORT", "29501")  # another launch: the plain refusal
+        with pytest.raises(ValueError, match=f"is in use by another run \\(pid {proc.pid}"):
+            claim_run_folder(str(folder), main_process=True)
+
+
+def test_each_node_s_first_process_writes_its_own_folder(finished, tmp_path, monkeypatch):
+    """With ``save_on_each_node`` the writer of a node-local folder is that node's first process (``writer``, the
+    run's ``should_save``), whatever its global rank; without ``writer`` it stays global rank 0."""
+    monkeypatch.setenv("RANK", "1")  # node 1's first process
+    for writer, moves in ((None, False), (False, False), (True, True)):
+        out = Path(shutil.copytree(finished[0], tmp_path / f"out-{writer}"))
+        target, names = set_aside_later_line(str(out / "checkpoint-1"), str(out), writer=writer)
+        assert "checkpoint-2" in names and (out / "checkpoint-2").exists() is not moves
+        assert (target / "checkpoint-2").exists() is moves
+        check_output_dir(str(out), None, True, writer=writer)  # --overwrite_output_dir: deletes only if it writes
+        assert (out / "checkpoint-1").exists() is not moves
+    out = Path(shutil.copytree(finished[0], tmp_path / "out-final"))
+    start_final_save(str(out))  # global rank 0 only: the marker stays
+    assert (out / FINAL_MARK).is_file()
+    start_final_save(str(out), writer=True)
+    assert not (out / FINAL_MARK).exists()
+
+
+def test_each_node_s_first_process_saves_the_model_s_weights(tiny_model_path, tmp_path, monkeypatch):
+    """``save_on_each_node``: transformers' ``save_pretrained`` writes weights on global rank 0 only; within
+    `weights_on_each_node` the first process of another node writes them too (and nothing else changes)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from hir_trl.models.workarounds import weights_on_each_node
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path)
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda *a: 1)  # node 1's first process
+    node_local = SimpleNamespace(save_on_each_node=True, should_save=True)
+    for name, args, state_dict in (("plain", None, None), ("shared", SimpleNamespace(save_on_each_node=False,
+                                                                                    should_save=True), None),
+                                   ("gathered", node_local, {}), ("node", node_local, None)):
+        with weights_on_each_node(model, args, state_dict) if args else contextlib.nullcontext():
+            model.save_pretrained(tmp_path / name, is_main_process=True)
+        assert (tmp_path / name / "model.safetensors").is_file() is (name == "node"), name
+        assert "should_save_on_this_rank" not in vars(model)  # the method is back as transformers has it
+
+
 @pytest.mark.slow
 def test_under_torchrun_rank_0_refuses_and_no_rank_hangs(holder, tiny_model_path):
     proc, folder = holder
@@ -245,12 +305,11 @@ def test_under_torchrun_rank_0_refuses_and_no_rank_hangs(holder, tiny_model_path
 
 def test_the_python_api_holds_the_folder_too(shared_holder):
     proc, folder = shared_holder
-    trainer = SimpleNamespace(args=SimpleNamespace(output_dir=str(folder)),
-                              accelerator=SimpleNamespace(is_main_process=True), model=None)
+    trainer = SimpleNamespace(args=SimpleNamespace(output_dir=str(folder), should_save=True), model=None)
     with pytest.raises(ValueError, match=f"in use by another run \\(pid {proc.pid}"):
         with training_run(trainer, None):
             pass
-    trainer.accelerator.is_main_process = False  # rank 1 of the same launch: no lock, no wait
+    trainer.args.should_save = False  # rank 1 of the same launch (it saves nothing): no lock, no wait
     with training_run(trainer, None) as checkpoint:
         assert checkpoint is None
 

@@ -185,7 +185,8 @@ def prepare_training(script_args, training_args, model_args, recipe: str | None 
     if Path(training_args.output_dir).is_file():
         check_output_dir(training_args.output_dir, None, False)  # a file: one line, before resume looks inside
     check_trackers(training_args.report_to)
-    claim_run_folder(training_args.output_dir)  # the run holds its folder (main process) until `release_run_folder`
+    writer = training_args.should_save  # the process that writes output_dir (one per node with save_on_each_node)
+    claim_run_folder(training_args.output_dir, writer)  # the run holds its folder until `release_run_folder`
     # transformers takes a string as a path: "true" from the command line becomes the latest checkpoint's folder
     requested = training_args.resume_from_checkpoint
     if script_args.overwrite_output_dir and requested not in (None, False, "", "false", "False"):
@@ -193,19 +194,19 @@ def prepare_training(script_args, training_args, model_args, recipe: str | None 
     training_args.resume_from_checkpoint = check_resume(requested, training_args.output_dir)
     read = paths_read(script_args, training_args, model_args, recipe=recipe)  # overwrite deletes none of them
     check_output_dir(training_args.output_dir, training_args.resume_from_checkpoint, script_args.overwrite_output_dir,
-                     keep=read)
+                     keep=read, writer=writer)
     unsaved = check_finished(training_args.resume_from_checkpoint, requested, training_args.output_dir,
                              training_args.max_steps)
     if unsaved is not None:  # at max_steps, the final save incomplete: write it, train nothing, exit 0
         raise AlreadyFinished(complete_final_save(training_args.resume_from_checkpoint, training_args.output_dir,
-                                                  unsaved))
+                                                  unsaved, writer))
     lora = (dict(r=model_args.lora_r, lora_alpha=model_args.lora_alpha, target_modules=model_args.lora_target_modules,
                  base=planned_base(model_args.model_name_or_path, script_args.build_model)) if model_args.use_peft
             else None)  # base: the checkpoint's exact base, _hir_adapter_base.json
     check_resume_point(training_args.resume_from_checkpoint, training_args, lora)
     moved_to, moved = set_aside_later_line(training_args.resume_from_checkpoint, training_args.output_dir,
-                                           keep=list(read.values()))
-    if moved and training_args.process_index == 0:
+                                           keep=list(read.values()), writer=writer)
+    if moved and writer:  # one line per folder moved in
         shown = ", ".join(moved if len(moved) <= 4 else [*moved[:2], "...", *moved[-1:]])
         print(f"hir-trl train: resuming from {training_args.resume_from_checkpoint}: moved the later line aside to "
               f"{moved_to} ({shown}), so that --resume_from_checkpoint true continues this one", file=sys.stderr)
@@ -286,7 +287,7 @@ def run_training(trainer, dataset, script_args, training_args) -> None:
         close_progress_bar(trainer)
         raise TrainingInterrupted(f"interrupted at step {trainer.state.global_step}; "
                                   f"{_resume_hint(training_args)}") from None
-    start_final_save(training_args.output_dir)  # the final model counts only once the marker is written, last
+    start_final_save(training_args.output_dir, trainer.args.should_save)  # the final model counts once marked
     try:
         trainer.save_model(training_args.output_dir)
         trainer.save_state()  # trainer_state.json (log history with the hir/* metrics) beside the model

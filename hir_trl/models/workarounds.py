@@ -1,4 +1,5 @@
-"""Platform workarounds, each with the fault it works around: vLLM's CPU build and PyTorch's gloo teardown.
+"""Platform workarounds, each with the fault it works around: vLLM's CPU build, PyTorch's gloo teardown and
+transformers' ``save_on_each_node``.
 
 **gloo teardown (`gloo_teardown_pause`).** gloo's worker thread (``pt_gloo_runloop``) frees each collective after
 the caller has moved on, and freeing an all-gather's tensors takes the GIL. When the trainer is freed, the DDP
@@ -20,6 +21,13 @@ repack them after loading. `fix_colocate_weight_sync` runs TRL's sync inside tha
 embedding (``lm_head``) of models with tied word embeddings: its weight is the input embedding's, reloaded and repacked
 with ``embed_tokens``, but the ``lm_head`` module keeps its own packed copy, which the bracket leaves stale (vLLM's
 "tied parameters" limitation, vllm/model_executor/model_loader/reload/__init__.py).
+
+**``save_on_each_node`` (`weights_on_each_node`).** With ``save_on_each_node: true`` (node-local ``output_dir``s),
+`Trainer._save` asks the first process of every node to save (``args.should_save``), but from transformers 5.x
+`PreTrainedModel.save_pretrained` also requires global rank 0 (`should_save_on_this_rank`,
+transformers/distributed/mixin.py): every other node's checkpoints and final model got the tokenizer and
+``training_args.bin`` but no ``config.json`` and no weights, and resuming there stopped ("holds no model weights").
+Measured with `accelerate launch --num_machines 2` on one host (docs/scale-out.md "Two machines").
 
 Server mode cannot sync weights on CPU: TRL pushes them through vLLM's NCCL weight-transfer engine and
 `VLLMClient.init_communicator` (trl/generation/vllm_client.py:756) raises ``NotImplementedError`` for a non-CUDA
@@ -54,6 +62,34 @@ def gloo_teardown_pause() -> Iterator[None]:
     yield
     if gloo and GLOO_TEARDOWN_PAUSE_SECONDS > 0:
         time.sleep(GLOO_TEARDOWN_PAUSE_SECONDS)
+
+
+@contextmanager
+def weights_on_each_node(model: Any, args: Any, state_dict: Any = None) -> Iterator[None]:
+    """Around `Trainer._save`: on the first process of a node other than the first, with ``save_on_each_node``, let
+    ``model.save_pretrained`` write the weights and config that ``args.should_save`` asks for (see the module
+    docstring). Only a model whose every rank holds all its weights (``state_dict`` None: no DeepSpeed or FSDP
+    gather) and that is a transformers model (PEFT's ``save_pretrained`` follows ``is_main_process`` already);
+    elsewhere nothing changes.
+
+    Args:
+        model: the trainer's (unwrapped) model.
+        args: the run's `HiRConfig` (``save_on_each_node``, ``should_save``).
+        state_dict: what `Trainer._save` was given (None unless a sharded engine gathered it).
+    """
+    import torch
+
+    needed = (state_dict is None and getattr(args, "save_on_each_node", False) and args.should_save
+              and torch.distributed.is_available() and torch.distributed.is_initialized()
+              and torch.distributed.get_rank() != 0 and hasattr(type(model), "should_save_on_this_rank"))
+    if not needed:
+        yield
+        return
+    model.should_save_on_this_rank = lambda is_main_process: is_main_process  # shadows the method for this save
+    try:
+        yield
+    finally:
+        del model.should_save_on_this_rank
 
 
 def vllm_runs_on_cpu() -> bool:

@@ -64,7 +64,7 @@ class StepTimer:
                 self._stack[-1] += elapsed
 
     def add(self, name: str, seconds: float) -> None:
-        """Count ``seconds`` measured elsewhere (e.g. `hir_trl.step.rewards.ConstraintReward.seconds`) as a block
+        """Count ``seconds`` measured elsewhere (e.g. the ``seconds`` of a `hir_trl.step.rewards.ConstraintReward`) as a block
         ``name`` nested in the block now open, which then excludes them as it excludes its timed blocks."""
         self.seconds[name] += seconds
         if self._stack:
