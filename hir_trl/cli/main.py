@@ -8,7 +8,9 @@ unknown keys fail; command-line values override the recipe).
 A user error (bad data, a bad flag or recipe value, a missing judge key, a missing checkpoint) is printed as one
 line, ``hir-trl train: error: ...``, with exit status 2; so is a judge that stops training (`hir_trl.judge.JudgeError`:
 ``judge_failure_policy: raise`` firing, or every request of a step failing with an error no retry can fix).
-``--debug`` (or ``HIR_TRL_DEBUG=1``) shows the traceback instead. Ctrl-C stops training with exit status 130 and names the last complete checkpoint to resume from.
+``--debug`` (or ``HIR_TRL_DEBUG=1``) shows the traceback instead.
+``--accelerate_config NAME|FILE``, ``--num_processes N`` and the other options of ``accelerate launch`` start the
+training under ``accelerate launch`` (`hir_trl.cli.launch`), as ``trl grpo`` does. Ctrl-C stops training with exit status 130 and names the last complete checkpoint to resume from.
 So do a NaN/inf met in training or a reward function's bad result (`hir_trl.guards`) and a full disk while saving.
 
 An ``output_dir`` holds one run, and the run holds it (`hir_trl.run_folder`; docs/scale-out.md "Resume and re-run"):
@@ -50,6 +52,7 @@ USAGE = """usage: hir-trl <command> [options]
 
 commands:
   train   train a model with Hindsight instruction Replay (hir-trl train --config recipe.yaml)
+          on several processes: add --accelerate_config NAME|FILE --num_processes N (accelerate launch's options)
           errors are one line; add --debug (or set HIR_TRL_DEBUG=1) for the traceback
   synth   attach random verifiable constraints to plain prompts
           (hir-trl synth --dataset_name prompts.jsonl --output out.jsonl --num_constraints 3 --seed 0)
@@ -86,6 +89,11 @@ def make_train_parser():
     from ..configs import HiRConfig, HiRScriptArguments
 
     return command_parser((HiRScriptArguments, HiRConfig, ModelConfig), "hir-trl train")
+
+
+def train_options() -> set[str]:
+    """Every option string of ``hir-trl train`` (its parser's flags, ``--config`` and ``--debug``)."""
+    return {*make_train_parser()._option_string_actions, "--config", "--debug"}
 
 
 def parse_train_args(argv: Sequence[str]):
@@ -342,6 +350,15 @@ def run_train(argv: Sequence[str]) -> int:
     unless ``--debug`` or ``HIR_TRL_DEBUG=1``; 130: interrupted)."""
     argv = list(argv)
     debug = "--debug" in argv or os.environ.get(DEBUG_ENV, "").lower() not in ("", "0", "false", "no")
+    from .launch import launch_training, split_launch_args
+
+    try:  # accelerate launch's options (--accelerate_config, --num_processes ...): launch, as trl grpo does
+        launch_args, argv = split_launch_args(argv, train_options())
+    except ValueError as exc:
+        print(f"hir-trl train: error: {one_line(exc)}", file=sys.stderr)
+        return 2
+    if launch_args:
+        return launch_training(launch_args, argv)
     argv = [a for a in argv if a != "--debug"]
     with warnings.catch_warnings():
         for pattern in _UNACTIONABLE_WARNINGS:
