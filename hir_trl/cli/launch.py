@@ -26,6 +26,17 @@ _NOT_LAUNCHER = {"-h", "--help", "-m", "--module", "--no_python", "--no-python",
 _LAUNCHED_ENV = ("LOCAL_RANK", "HIR_TRL_LAUNCHED")
 
 
+def train_options() -> set[str]:
+    """Every option string of ``hir-trl train`` (its parser's flags, ``--config`` and ``--debug``)."""
+    from trl import ModelConfig
+
+    from ..configs import HiRConfig, HiRScriptArguments
+    from ..errors import command_parser
+
+    parser = command_parser((HiRScriptArguments, HiRConfig, ModelConfig), "hir-trl train")
+    return {*parser._option_string_actions, "--config", "--debug"}
+
+
 def shipped_accelerate_configs() -> dict[str, Path]:
     """The accelerate configs shipped with hir-trl (``recipes/accelerate_configs``), name (the file's stem) to
     path."""
@@ -204,4 +215,4 @@ def _exit_status(exc: BaseException) -> int:
 
 
 __all__ = ["ACCELERATE_CONFIG_FLAG", "accelerate_config_path", "launch_training", "launched", "launcher_options",
-           "shipped_accelerate_configs", "split_launch_args"]
+           "shipped_accelerate_configs", "split_launch_args", "train_options"]

@@ -91,11 +91,6 @@ def make_train_parser():
     return command_parser((HiRScriptArguments, HiRConfig, ModelConfig), "hir-trl train")
 
 
-def train_options() -> set[str]:
-    """Every option string of ``hir-trl train`` (its parser's flags, ``--config`` and ``--debug``)."""
-    return {*make_train_parser()._option_string_actions, "--config", "--debug"}
-
-
 def parse_train_args(argv: Sequence[str]):
     """Parse ``hir-trl train`` arguments into (HiRScriptArguments, HiRConfig, ModelConfig).
 
@@ -157,6 +152,20 @@ def check_trackers(report_to) -> None:
         packages = " ".join(TRACKER_PACKAGES.get(name, name) for name in missing)
         raise ValueError(f"report_to: {', '.join(missing)} is not installed: pip install {packages} (and log in), "
                          "or pass --report_to none")
+
+
+def check_reward_model_path(path: str, field: str) -> None:
+    """Refuse a reward model given as a local folder (``/``, ``./``, ``~``, more than one ``/``) that does not exist.
+
+    Raises:
+        FileNotFoundError: one line naming the field, the folder and what it takes.
+    """
+    from ..data.loading import _looks_local
+
+    if Path(path).expanduser().exists() or not _looks_local(path):
+        return
+    raise FileNotFoundError(f"{field}: {path}: no such reward model folder (give a folder holding a sequence-"
+                            "classification model and its tokenizer, or a Hub id such as org/reward-model)")
 
 
 def prepare_training(script_args, training_args, model_args, recipe: str | None = None):
@@ -221,7 +230,12 @@ def prepare_training(script_args, training_args, model_args, recipe: str | None 
     if note is not None:
         print(f"hir-trl train: warning: {note}", file=sys.stderr)
     import_verifier_modules(script_args.verifier_modules)  # their register_verifier calls, before the data loads
-    reward_funcs = named_reward_functions(script_args.reward_funcs)  # trl grpo's names and dotted paths
+    reward_funcs = named_reward_functions(script_args.reward_funcs)  # trl grpo's names, dotted paths, models
+    if script_args.reward_model_name_or_path:  # first of the extra rewards, as trl grpo puts it
+        reward_funcs.insert(0, script_args.reward_model_name_or_path)
+    for model in (f for f in reward_funcs if isinstance(f, str)):  # a reward model's folder, before anything loads
+        check_reward_model_path(model, "reward_model_name_or_path" if model == script_args.reward_model_name_or_path
+                                else "reward_funcs")
     dataset, eval_dataset = load_script_datasets(script_args, evaluate=training_args.eval_strategy != "no",
                                                  seed=training_args.seed)
     problem = extra_rewards_problem(reward_funcs, dataset.column_names, training_args.reward_weights)
@@ -350,7 +364,7 @@ def run_train(argv: Sequence[str]) -> int:
     unless ``--debug`` or ``HIR_TRL_DEBUG=1``; 130: interrupted)."""
     argv = list(argv)
     debug = "--debug" in argv or os.environ.get(DEBUG_ENV, "").lower() not in ("", "0", "false", "no")
-    from .launch import launch_training, split_launch_args
+    from .launch import launch_training, split_launch_args, train_options
 
     try:  # accelerate launch's options (--accelerate_config, --num_processes ...): launch, as trl grpo does
         launch_args, argv = split_launch_args(argv, train_options())
