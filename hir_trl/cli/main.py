@@ -186,6 +186,7 @@ def prepare_training(script_args, training_args, model_args, recipe: str | None 
     """
     from trl import get_peft_config, get_quantization_config
 
+    from ..card import MIXTURE_SEPARATOR
     from ..data.loading import load_script_datasets
     from ..models.adapter_base import planned_base
     from ..step.rewards import extra_rewards_problem, named_reward_functions
@@ -271,7 +272,7 @@ def prepare_training(script_args, training_args, model_args, recipe: str | None 
             padding_side="left", trust_remote_code=training_args.trust_remote_code)
         processing_class.chat_template = template
     dataset_name = (str(script_args.dataset_name) if not script_args.datasets
-                    else " + ".join(str(d.data_files or d.path) for d in script_args.datasets))
+                    else MIXTURE_SEPARATOR.join(str(d.data_files or d.path) for d in script_args.datasets))
     trainer = HiRTrainer(model_args.model_name_or_path, reward_funcs, training_args, dataset, eval_dataset,
                          processing_class, peft_config=get_peft_config(model_args),
                          quantization_config=get_quantization_config(model_args), dataset_name=dataset_name)
