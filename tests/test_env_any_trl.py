@@ -18,16 +18,11 @@ from .testing_utils import REPO_ROOT
 
 #: The console script `hir-trl`, with the named packages made absent (no import, no distribution) first.
 RUNNER = textwrap.dedent('''
-    import importlib.abc, importlib.metadata as metadata, os, sys
+    import importlib.metadata as metadata, os, sys
     ABSENT = set(os.environ.get("HIR_TEST_ABSENT", "").split(",")) - {""}
 
-    class Absent(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in ABSENT:
-                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-            return None
-
-    sys.meta_path.insert(0, Absent())
+    for name in ABSENT:  # as absent: import fails, importlib.util.find_spec gives None
+        sys.modules[name] = None
     real = metadata.distribution
 
     def distribution(name):
