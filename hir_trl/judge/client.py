@@ -95,8 +95,8 @@ def check_judge_packages(model: str) -> None:
     missing = [name for name in ("litellm", "tenacity") if importlib.util.find_spec(name) is None]
     if missing:
         raise MissingJudgePackageError(
-            f"the LLM judge (judge_model {model}) needs {' and '.join(missing)}, which is not installed: "
-            "pip install 'hir-trl[judge]'")
+            f"the LLM judge (judge_model {model}) needs {' and '.join(missing)}, which "
+            f"{'is' if len(missing) == 1 else 'are'} not installed: pip install 'hir-trl[judge]'")
 
 
 class JudgeCacheError(JudgeError):
