@@ -107,3 +107,32 @@ def test_replays_are_scored_by_the_reward_model_under_the_hindsight_instruction_
     logged = [entry for entry in trainer.state.log_history if "loss" in entry]
     name = reward_model_path.name
     assert all(f"hir/replay_rewards/{name}/mean" in entry and f"rewards/{name}/mean" in entry for entry in logged)
+
+
+@pytest.mark.slow
+def test_a_reward_model_on_two_processes_scores_every_ranks_replays(tmp_path, reward_model_path):
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from .testing_utils import REPO_ROOT, TINY_RECIPE
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    environ = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
+    environ.pop("LOCAL_RANK", None)
+    environ.pop("HIR_TRL_LAUNCHED", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "hir_trl.cli", "train", "--accelerate_config", "multi_cpu", "--num_processes", "2",
+         "--main_process_port", str(port), "--config", str(TINY_RECIPE), "--output_dir", str(tmp_path / "out"),
+         "--model_name_or_path", str(tmp_path / "model"), "--max_steps", "1", "--save_strategy", "no",
+         "--reward_funcs", str(reward_model_path), "--use_peft", "true", "--lora_target_modules", "q_proj", "v_proj"],
+        capture_output=True, text=True, env=environ, cwd=REPO_ROOT, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Replays made: 8;" in done.stdout  # 4 replays per process: both ranks replayed
+    (entry,) = [e for e in json.loads((tmp_path / "out" / "trainer_state.json").read_text())["log_history"]
+                if "loss" in e]
+    name = reward_model_path.name
+    assert math.isfinite(entry[f"rewards/{name}/mean"]) and math.isfinite(entry[f"hir/replay_rewards/{name}/mean"])
