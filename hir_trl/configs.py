@@ -495,7 +495,7 @@ class HiRScriptArguments(GRPOScriptArguments, DatasetMixtureConfig):
         Raises:
             ValueError: a field of the wrong type, ``dataset_max_rows < 1``, an unknown ``build_model``, or
                 ``build_tiny_model: true`` with another ``build_model``; a script option HiR refuses
-                (`script_option_problem`: streaming, a reward model, ``datasets`` with ``dataset_name``).
+                (`script_option_problem`: streaming, ``datasets`` with ``dataset_name``).
         """
         from .models.smollm2 import BUILD_MODEL_CHOICES
 
@@ -525,12 +525,13 @@ TRL_SCRIPT_OPTIONS: dict[str, str] = {
                           "or a mixture has none: use test_split_size",
     "dataset_streaming": "refused: every row is read and checked before the first step (use dataset_max_rows)",
     "ignore_bias_buffers": "honoured as TRL's scripts do: DDP skips the model's boolean buffers",
-    "reward_model_name_or_path": "refused: HiR scores a replay's (q', y) by calling its reward functions; wrap a "
-                                 "model in a reward function",
+    "reward_model_name_or_path": "honoured as in trl grpo: a reward model's Hub id or folder, loaded as a "
+                                 "sequence-classification model with its tokenizer, after the constraint reward and "
+                                 "before reward_funcs; it scores each replay's (q', y) too",
     "reward_funcs": "honoured: TRL's names (accuracy_reward, reasoning_accuracy_reward, think_format_reward, "
-                    "get_soft_overlong_punishment) and dotted paths module.function, after the constraint reward, "
-                    "weighted by reward_weights (its mean logged as rewards/<name>/mean); a model id or folder is "
-                    "refused",
+                    "get_soft_overlong_punishment), dotted paths module.function and reward models (a Hub id "
+                    "org/model or a folder), after the constraint reward, weighted by reward_weights (its mean "
+                    "logged as rewards/<name>/mean, and over the replays as hir/replay_rewards/<name>/mean)",
     "datasets": "honoured: TRL's mixture, read by trl.get_dataset (a local file may be an entry's path); refused "
                 "together with dataset_name",
     "streaming": "refused, as dataset_streaming",
@@ -563,23 +564,14 @@ def _read_mixture(script: Any) -> str | None:
 
 def script_option_problem(script: Any) -> str | None:
     """The first ``trl grpo`` script option of ``script`` (`HiRScriptArguments`) that HiR refuses, as one line, or
-    None: ``dataset_streaming``/``streaming`` (the loaders read every row and check it before training), a reward
-    model (``reward_model_name_or_path``, or a model id or folder in ``reward_funcs``: HiR scores each replay's
-    (q', y) by calling its reward functions itself), ``datasets`` together with ``dataset_name`` (``trl grpo`` would
+    None: ``dataset_streaming``/``streaming`` (the loaders read every row and check it before training),
+    ``datasets`` together with ``dataset_name`` (``trl grpo`` would
     drop ``dataset_name``), or a ``datasets`` entry that is not a mapping."""
     for name in ("dataset_streaming", "streaming"):
         if getattr(script, name):
             return (f"{name}: true is not supported: hir-trl reads and checks every row (its constraints, its prompt "
                     "length) before the first step, so the training data is loaded whole; remove it, and use "
                     "dataset_max_rows N to train on the first N rows of a large dataset")
-    reward_model = script.reward_model_name_or_path or next(
-        (f for f in script.reward_funcs or () if "/" in f or "\\" in f), None)
-    if reward_model:
-        where = "reward_model_name_or_path" if script.reward_model_name_or_path else "reward_funcs"
-        return (f"{where}: {reward_model} looks like a reward model, which hir-trl does not support: HiR scores each "
-                "replay's rewritten pair (q', y) by calling its reward functions, and a model is no function; wrap "
-                "the model in a reward function fn(prompts, completions, **kwargs) -> list[float] and give its "
-                "dotted path (my_module.my_reward) in reward_funcs")
     if script.datasets and script.dataset_name:
         return (f"datasets (a mixture of {len(script.datasets)}) and dataset_name ({script.dataset_name}) are both "
                 "set: give one of them (trl grpo would use datasets and drop dataset_name)")

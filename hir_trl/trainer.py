@@ -64,12 +64,14 @@ class HiRTrainer(GRPOTrainer):
         model: a model id or local path, or a `PreTrainedModel` (as for `GRPOTrainer`).
         reward_funcs: leave ``None`` to verify the dataset's constraints with `ConstraintReward`; or pass a
             `ConstraintReward` (for instance with a judge), TRL-style reward functions ``fn(prompts, completions,
-            **kwargs) -> list[float | None]``, or a list of both (the `ConstraintReward` first; one is built and put
+            **kwargs) -> list[float | None]``, reward models (a model id or folder, loaded as `GRPOTrainer` loads
+            it: a sequence-classification model with its tokenizer; or a loaded model), or a list of them (the `ConstraintReward` first; one is built and put
             first when only functions are given). A row's reward is TRL's weighted sum,
             ``reward_weights[0] x constraint reward + sum_i reward_weights[i] x fn_i`` (weights 1 when unset), where
             the constraint reward is ``HiRConfig.reward_mode``'s (ILA or CLA; 1 for a replay, which meets every
             constraint q' keeps). A replay is a new row: its functions' rewards are computed on its own (q', y),
-            with the keyword arguments TRL passes (`hir_trl.trl_adapter.TRLPasses.replay_reward_kwargs`).
+            with the keyword arguments TRL passes (`hir_trl.trl_adapter.TRLPasses.replay_reward_kwargs`); a reward
+            model scores the text of (q', y) as TRL scores (q, y) (`hir_trl.trl_adapter.TRLPasses.score_with_model`).
         args: a `HiRConfig`; defaults to ``HiRConfig("<model>-HiR")``.
         train_dataset: rows from `hir_trl.load_hir_dataset` (columns ``prompt``, ``task``, ``constraints``,
             ``template``, ``row_id``), or any rows it reads (HIR-16K or native, e.g. ``Dataset.from_list``):
@@ -160,6 +162,7 @@ class HiRTrainer(GRPOTrainer):
         self._shortfall = shortfall_policy(args.replay_shortfall, args.num_replays)  # chosen once (`hir_trl.step.shortfall`)
         super().__init__(model=model, reward_funcs=[reward_funcs, *self.extra_reward_funcs], args=args,
                          train_dataset=train_dataset, **kwargs)
+        self.extra_reward_funcs = list(self.reward_funcs[1:])  # a reward model as TRL loaded and prepared it
         if self.use_vllm and self.vllm_mode == "colocate" and vllm_runs_on_cpu():
             fix_colocate_weight_sync(self.vllm_generation)  # vLLM's CPU build repacks its weights
         self.add_callback(NonFiniteGuard())  # stop on a NaN/inf gradient, parameter or loss (`hir_trl.guards`)

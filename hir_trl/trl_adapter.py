@@ -559,17 +559,76 @@ class TRLPasses:
     def extra_rewards(self, capture, new_rows, prompts, completions, completion_ids, rows):
         """The extra reward functions on replays (q', y) (`hir_trl.step.rewards.extra_rewards`), with the keyword
         arguments TRL passes (`replay_reward_kwargs`; each replay's environment is its source's); async functions
-        run together on TRL's event loop (`run_together`).
+        run together on TRL's event loop (`run_together`); a reward model scores the text of (q', y) as
+        `GRPOTrainer._calculate_rewards` scores (q, y) (`score_with_model`).
+
+        Called once per HiR step on every rank, with R >= 0 replays: a rank without replays runs each reward model
+        on one of its sampled rows (result dropped), so that every rank makes the same forward passes (a
+        collective under DeepSpeed ZeRO-3). Logs ``hir/replay_rewards/<name>/mean`` of each extra reward over the
+        replays of every rank (TRL logs ``rewards/<name>/mean`` of the sampled rows).
 
         Returns:
             (R, F - 1) rewards of the R replays, NaN where a function returned None.
         """
+        import math
+
         from .step.rewards import extra_rewards
 
-        sources = [row.source for row in new_rows if row.kind == "replay"]
-        return extra_rewards(self.trainer.extra_reward_funcs, prompts, completions, completion_ids,
-                             self.replay_reward_kwargs(rows, sources, capture.environments),
-                             run_together=self.run_together)
+        trainer = self.trainer
+        functions = [self._model_reward(1 + i, f) if _is_reward_module(f) else f
+                     for i, f in enumerate(trainer.extra_reward_funcs)]
+        if not prompts:
+            for i, f in enumerate(trainer.extra_reward_funcs):
+                if _is_reward_module(f):
+                    self.score_with_model(1 + i, capture.prompts[:1], capture.completions[:1])
+            table = []
+        else:
+            sources = [row.source for row in new_rows if row.kind == "replay"]
+            table = extra_rewards(functions, prompts, completions, completion_ids,
+                                  self.replay_reward_kwargs(rows, sources, capture.environments),
+                                  run_together=self.run_together)
+        if functions:
+            gathered = self.gather_object([list(row) for row in table])  # (R over all ranks, F - 1)
+            names = trainer.reward_func_names[1:]
+            for i, name in enumerate(names):
+                values = [row[i] for row in gathered if not math.isnan(row[i])]
+                if values:
+                    self.log_metric(f"hir/replay_rewards/{name}/mean", math.fsum(values) / len(values))
+        return table
+
+    def _model_reward(self, index: int, model: Any):
+        """A reward function ``fn(prompts, completions, **kwargs) -> list[float]`` that scores with the reward
+        model at ``trainer.reward_funcs[index]`` (`score_with_model`), named as TRL names it."""
+        def reward(prompts, completions, **_):
+            return self.score_with_model(index, prompts, completions)
+
+        reward.__name__ = self.trainer.reward_func_names[index]
+        return reward
+
+    def score_with_model(self, index: int, prompts: Sequence[Any], completions: Sequence[Any]) -> list[float]:
+        """(N,) rewards of a reward model: ``logits[:, 0]`` of ``trainer.reward_funcs[index]`` on each prompt +
+        completion, as `GRPOTrainer._calculate_rewards` scores the sampled rows: chat messages through the reward
+        tokenizer's chat template (``reward_processing_classes[index]``, with ``chat_template_kwargs``), text
+        concatenated; right padding, no special tokens added, no gradient.
+        """
+        import torch
+        from transformers import Trainer
+
+        from .trl_internals import apply_chat_template, is_conversational
+
+        trainer = self.trainer
+        model, tokenizer = trainer.reward_funcs[index], trainer.reward_processing_classes[index]
+        if is_conversational({"prompt": prompts[0]}):
+            texts = [apply_chat_template({"messages": list(p) + list(c)}, tokenizer,
+                                         **(getattr(trainer, "chat_template_kwargs", None) or {}))["text"]
+                     for p, c in zip(prompts, completions, strict=True)]
+        else:
+            texts = [p + c for p, c in zip(prompts, completions, strict=True)]
+        inputs = tokenizer(text=texts, return_tensors="pt", padding=True, padding_side="right",
+                           add_special_tokens=False)
+        inputs = Trainer._prepare_inputs(trainer, inputs)  # to the device, as GRPOTrainer's super() call does
+        with torch.inference_mode():
+            return model(**inputs).logits[:, 0].float().tolist()
 
     # ---------------------------------------------------------------- the loss
     @contextmanager
@@ -641,6 +700,13 @@ class TRLPasses:
         """The judge's metrics since the last call, or None without a judge that keeps them."""
         judge = self.trainer.constraint_reward.judge
         return judge.pop_metrics() if hasattr(judge, "pop_metrics") else None
+
+
+def _is_reward_module(function: Any) -> bool:
+    """A reward model as `GRPOTrainer` holds it: a ``torch.nn.Module`` (TRL's own test)."""
+    import torch
+
+    return isinstance(function, torch.nn.Module)
 
 
 __all__ = ["ROW_BUFFERS", "TRLPasses"]

@@ -11,11 +11,13 @@ module). `tests/test_trl_adapter.py` checks, against the installed TRL, the beha
 from __future__ import annotations
 
 from trl import rewards as trl_rewards
+from trl.data_utils import apply_chat_template, is_conversational
 from trl.import_utils import is_vllm_available
 from trl.models.utils import disable_gradient_checkpointing
 from trl.scripts.grpo import GRPOScriptArguments
 from trl.scripts.utils import DatasetConfig
 from trl.trainer.utils import get_callable_name, is_async_callable, nanstd, pad, use_adapter
 
-__all__ = ["DatasetConfig", "GRPOScriptArguments", "disable_gradient_checkpointing", "get_callable_name",
+__all__ = ["DatasetConfig", "GRPOScriptArguments", "apply_chat_template", "disable_gradient_checkpointing",
+           "get_callable_name", "is_conversational",
            "is_async_callable", "is_vllm_available", "nanstd", "pad", "trl_rewards", "use_adapter"]

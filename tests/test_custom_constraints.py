@@ -198,8 +198,8 @@ def test_reward_funcs_checks_and_the_one_owner_of_the_reward_mode(tmp_path, tiny
         build([extra, ConstraintReward()])
     with pytest.raises(TypeError, match="one ConstraintReward"):
         build([ConstraintReward(), ConstraintReward()])
-    with pytest.raises(TypeError, match="reward models are not supported"):
-        build(["some/reward-model"])
+    with pytest.raises(TypeError, match="got int 42"):
+        build([42])
     with pytest.raises(ValueError, match="reward_weights has 1 weight"):
         build([extra], reward_weights=[1.0])
     with pytest.raises(ValueError, match="sum_then_normalize"):

@@ -189,7 +189,7 @@ def test_recipes_root_prefers_the_packaged_folder(tmp_path, monkeypatch):
 
 #: What the build reads from the repository (copied, so that the build writes nothing into the checkout).
 BUILD_INPUTS = ("pyproject.toml", "README.md", "LICENSE", "hir_trl", "recipes", "MANIFEST.in", "setup.py",
-                "setup.cfg")
+                "setup.cfg", "tests")
 
 
 @pytest.fixture(scope="module")
@@ -253,6 +253,8 @@ def test_sdist_carries_the_license_and_the_recipes_folder(dist):
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
     assert "LICENSE" in names
     assert {f"recipes/{name}" for name in repo_recipe_files()} <= names
+    # no tests: they need the repository (conftest.py, the test data, docs, benchmarks), which the sdist is not
+    assert not [name for name in names if name.startswith("tests/")]
 
 
 def test_an_installed_wheel_copies_a_recipe_from_its_package_data(dist, tmp_path):

@@ -143,11 +143,11 @@ def test_model_card_tagged_hir(tmp_path, tiny_model_path, sample_dataset):
 
 
 def test_reward_funcs_are_functions_beside_one_constraint_reward(tmp_path, tiny_model_path, sample_dataset):
-    # reward functions are accepted beside the constraint reward (tests/test_custom_constraints.py); a reward model
-    # is not, since a replay's reward must be computed on its own (q', y)
-    with pytest.raises(TypeError, match="reward models are not supported"):
+    # reward functions and reward models are accepted beside the constraint reward (tests/test_custom_constraints.py,
+    # tests/test_reward_models.py); anything else is not
+    with pytest.raises(TypeError, match="got int 7"):
         HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path), train_dataset=sample_dataset,
-                   reward_funcs=[ConstraintReward(), "org/reward-model"])
+                   reward_funcs=[ConstraintReward(), 7])
     with pytest.raises(TypeError, match="HiRConfig"):
         from trl import GRPOConfig
 

@@ -141,19 +141,6 @@ def test_a_reward_function_trl_cannot_call_on_hir_rows_is_named(reward_module):
     assert "'no_kwargs'" in problem and "task" in problem
 
 
-@pytest.mark.parametrize("flags", [
-    pytest.param(["--reward_model_name_or_path", "Skywork/Skywork-Reward-V2-Qwen3-0.6B"], id="reward-model-option"),
-    pytest.param(["--reward_funcs", "think_format_reward", "Skywork/Skywork-Reward-V2-Qwen3-0.6B"],
-                 id="reward-model-in-reward-funcs"),
-    pytest.param(["--reward_funcs", "./my_reward_model"], id="reward-model-folder"),
-])
-def test_a_reward_model_is_refused_with_the_reason_before_anything_loads(tmp_path, capsys, flags):
-    code, out, err = train(tmp_path, capsys, *flags)
-    assert_one_line_error(code, out, err, "reward model", "which hir-trl does not support",
-                          "(q', y)", "dotted path")
-    assert_nothing_written(tmp_path)
-
-
 @pytest.mark.parametrize(("flags", "fragments"), [
     pytest.param(["--reward_funcs", "no_such_module_hir.reward"], ["cannot import module 'no_such_module_hir'"],
                  id="bad-dotted-path"),

@@ -31,15 +31,26 @@ def test_the_declared_trl_range_is_the_checked_one():
 
 
 def test_the_package_declares_ranges_not_pins_for_a_users_stack():
-    torch, litellm = declared("torch"), declared("litellm")
+    torch, litellm = declared("torch"), declared("litellm", "judge")
     assert not any(spec.operator in ("==", "===", "<", "<=", "~=") for spec in torch.specifier), torch
     assert not any(spec.operator in ("==", "===", "<", "<=", "~=") for spec in litellm.specifier), litellm
     # every range admits the versions our own CI runs (constraints.txt)
     pins = {Requirement(line).name: Requirement(line) for line in
             (PYPROJECT.parent / "constraints.txt").read_text().splitlines() if line and not line.startswith("#")}
-    for name in ("torch", "trl", "litellm", "transformers"):
+    for name, extra in (("torch", None), ("trl", None), ("litellm", "judge"), ("transformers", None)):
         (pinned,) = [Version(spec.version) for spec in pins[name].specifier]
-        assert declared(name).specifier.contains(pinned, prereleases=True), (name, pinned)
+        assert declared(name, extra).specifier.contains(pinned, prereleases=True), (name, pinned)
+
+
+def test_the_base_install_leaves_the_judge_and_the_trackers_to_extras():
+    project = tomllib.loads(PYPROJECT.read_text())["project"]
+    base = {Requirement(line).name for line in project["dependencies"]}
+    extras = project["optional-dependencies"]
+    assert not base & {"litellm", "tenacity", "wandb", "trackio"}
+    assert {Requirement(line).name for line in extras["judge"]} == {"litellm", "tenacity"}
+    assert {Requirement(line).name for line in extras["trackers"]} == {"wandb", "trackio"}
+    # make install-dev (the tests) keeps the judge: the dev extra holds the judge extra's requirements
+    assert set(extras["judge"]) <= set(extras["dev"])
 
 
 @pytest.mark.parametrize("installed", ["1.16.0", "1.16.3", "1.16.0.dev0", "1.16.1rc1"])

@@ -1,7 +1,9 @@
 """``hir-trl env``: the versions and platform facts a bug report needs, in the form ``trl env`` prints.
 
-Versions come from the installed distributions (`importlib.metadata`), so a package that is missing reads
-"not installed" and nothing heavy is imported but torch (for its CUDA build, the GPUs and the CPU kernels it picks:
+It runs under any TRL, with no TRL and without the extras (``hir_trl`` skips its TRL check and the trainer's imports
+in this command). Versions come from the installed distributions (`importlib.metadata`), so a package that is missing
+reads "not installed", one outside the range hir-trl declares for it (its package metadata: TRL, torch, the
+``[judge]`` extra's LiteLLM...) reads "out of range", and nothing heavy is imported but torch (for its CUDA build, the GPUs and the CPU kernels it picks:
 ``torch.backends.cpu.get_cpu_capability()``, which decides float32 rounding on CPU). Every fact is read on its own:
 one that cannot be read shows the error instead of stopping the report.
 """
@@ -43,6 +45,49 @@ def package_version(*names: str) -> str:
     return NOT_INSTALLED
 
 
+def declared_ranges() -> dict[str, tuple[str, str | None]]:
+    """The version range hir-trl's metadata declares for each distribution it requires: name (lower case) to
+    (specifier, the extra that requires it or None); the extra's range where the base declares none. Empty when
+    hir-trl's metadata or `packaging` cannot be read."""
+    try:
+        from importlib.metadata import requires
+
+        from packaging.requirements import Requirement
+
+        declared = requires("hir-trl") or []
+    except Exception:  # noqa: BLE001 - no metadata (a bare source tree) or no packaging: no range to compare with
+        return {}
+    ranges: dict[str, tuple[str, str | None]] = {}
+    for line in declared:
+        try:
+            requirement = Requirement(line)
+        except Exception:  # noqa: BLE001 - a line packaging cannot read is left out
+            continue
+        marker = str(requirement.marker or "")
+        extra = marker.split("==", 1)[1].strip().strip("'\"") if marker.startswith("extra") else None
+        name = requirement.name.lower()
+        if str(requirement.specifier) and (extra is None or name not in ranges):
+            ranges[name] = (str(requirement.specifier), extra)
+    return ranges
+
+
+def in_declared_range(name: str, installed: str, ranges: dict[str, tuple[str, str | None]]) -> str:
+    """``installed``, followed by "(out of range: hir-trl declares NAME SPEC)" when it falls outside the range
+    hir-trl declares for ``name`` (`declared_ranges`); a version packaging cannot read is shown as it is."""
+    if name.lower() not in ranges or installed == NOT_INSTALLED:
+        return installed
+    specifier, extra = ranges[name.lower()]
+    try:
+        from packaging.specifiers import SpecifierSet
+        from packaging.version import Version
+
+        inside = SpecifierSet(specifier).contains(Version(installed.split(" ")[0]), prereleases=True)
+    except Exception:  # noqa: BLE001 - a local or odd version: shown as it is
+        return installed
+    where = f"hir-trl[{extra}]" if extra else "hir-trl"
+    return installed if inside else f"{installed} (out of range: {where} declares {name}{specifier})"
+
+
 def _cpu_model() -> str:
     """The CPU's model name (``/proc/cpuinfo`` on Linux, else `platform.processor`) and its logical core count."""
     name = ""
@@ -82,7 +127,7 @@ def _torch_facts() -> dict[str, str]:
         return {"PyTorch version": NOT_INSTALLED}
     import torch
 
-    facts = {"PyTorch version": torch_version}
+    facts = {"PyTorch version": in_declared_range("torch", torch_version, declared_ranges())}
 
     def cpu_capability() -> str:
         capability = torch.backends.cpu.get_cpu_capability()
@@ -142,8 +187,9 @@ def env_info() -> dict[str, str]:
     except Exception as exc:  # noqa: BLE001 - a broken torch install is what the report must show
         info["PyTorch version"] = f"{package_version('torch')} (import fails: {type(exc).__name__}: {exc})"
     info["hir-trl version"] = _read(_hir_trl_version)
+    ranges = declared_ranges()
     for label, names in PACKAGES:
-        info[f"{label} version"] = package_version(*names)
+        info[f"{label} version"] = in_declared_range(names[0], package_version(*names), ranges)
     info["Accelerate config"] = _read(_accelerate_config)
     return info
 
@@ -167,7 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["NOT_INSTALLED", "PACKAGES", "env_info", "format_env", "main", "package_version"]
+__all__ = ["NOT_INSTALLED", "PACKAGES", "declared_ranges", "env_info", "format_env", "in_declared_range", "main",
+           "package_version"]
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@ unknown keys fail; command-line values override the recipe).
 A user error (bad data, a bad flag or recipe value, a missing judge key, a missing checkpoint) is printed as one
 line, ``hir-trl train: error: ...``, with exit status 2; so is a judge that stops training (`hir_trl.judge.JudgeError`:
 ``judge_failure_policy: raise`` firing, or every request of a step failing with an error no retry can fix).
-``--debug`` (or ``HIR_TRL_DEBUG=1``) shows the traceback instead. Ctrl-C stops training with exit status 130 and names the last complete checkpoint to resume from.
+``--debug`` (or ``HIR_TRL_DEBUG=1``) shows the traceback instead.
+``--accelerate_config NAME|FILE``, ``--num_processes N`` and the other options of ``accelerate launch`` start the
+training under ``accelerate launch`` (`hir_trl.cli.launch`), as ``trl grpo`` does. Ctrl-C stops training with exit status 130 and names the last complete checkpoint to resume from.
 So do a NaN/inf met in training or a reward function's bad result (`hir_trl.guards`) and a full disk while saving.
 
 An ``output_dir`` holds one run, and the run holds it (`hir_trl.run_folder`; docs/scale-out.md "Resume and re-run"):
@@ -50,6 +52,7 @@ USAGE = """usage: hir-trl <command> [options]
 
 commands:
   train   train a model with Hindsight instruction Replay (hir-trl train --config recipe.yaml)
+          on several processes: add --accelerate_config NAME|FILE --num_processes N (accelerate launch's options)
           errors are one line; add --debug (or set HIR_TRL_DEBUG=1) for the traceback
   synth   attach random verifiable constraints to plain prompts
           (hir-trl synth --dataset_name prompts.jsonl --output out.jsonl --num_constraints 3 --seed 0)
@@ -151,6 +154,20 @@ def check_trackers(report_to) -> None:
                          "or pass --report_to none")
 
 
+def check_reward_model_path(path: str, field: str) -> None:
+    """Refuse a reward model given as a local folder (``/``, ``./``, ``~``, more than one ``/``) that does not exist.
+
+    Raises:
+        FileNotFoundError: one line naming the field, the folder and what it takes.
+    """
+    from ..data.loading import _looks_local
+
+    if Path(path).expanduser().exists() or not _looks_local(path):
+        return
+    raise FileNotFoundError(f"{field}: {path}: no such reward model folder (give a folder holding a sequence-"
+                            "classification model and its tokenizer, or a Hub id such as org/reward-model)")
+
+
 def prepare_training(script_args, training_args, model_args, recipe: str | None = None):
     """Everything before the first step: check the resume point, load the data, (optionally) build the tiny
     model, and build the `HiRTrainer` (which loads the model and builds the judge). Every user error surfaces here.
@@ -169,6 +186,7 @@ def prepare_training(script_args, training_args, model_args, recipe: str | None 
     """
     from trl import get_peft_config, get_quantization_config
 
+    from ..card import MIXTURE_SEPARATOR
     from ..data.loading import load_script_datasets
     from ..models.adapter_base import planned_base
     from ..step.rewards import extra_rewards_problem, named_reward_functions
@@ -214,7 +232,12 @@ def prepare_training(script_args, training_args, model_args, recipe: str | None 
     if note is not None:
         print(f"hir-trl train: warning: {note}", file=sys.stderr)
     import_verifier_modules(script_args.verifier_modules)  # their register_verifier calls, before the data loads
-    reward_funcs = named_reward_functions(script_args.reward_funcs)  # trl grpo's names and dotted paths
+    reward_funcs = named_reward_functions(script_args.reward_funcs)  # trl grpo's names, dotted paths, models
+    if script_args.reward_model_name_or_path:  # first of the extra rewards, as trl grpo puts it
+        reward_funcs.insert(0, script_args.reward_model_name_or_path)
+    for model in (f for f in reward_funcs if isinstance(f, str)):  # a reward model's folder, before anything loads
+        check_reward_model_path(model, "reward_model_name_or_path" if model == script_args.reward_model_name_or_path
+                                else "reward_funcs")
     dataset, eval_dataset = load_script_datasets(script_args, evaluate=training_args.eval_strategy != "no",
                                                  seed=training_args.seed)
     problem = extra_rewards_problem(reward_funcs, dataset.column_names, training_args.reward_weights)
@@ -250,7 +273,7 @@ def prepare_training(script_args, training_args, model_args, recipe: str | None 
             padding_side="left", trust_remote_code=training_args.trust_remote_code)
         processing_class.chat_template = template
     dataset_name = (str(script_args.dataset_name) if not script_args.datasets
-                    else " + ".join(str(d.data_files or d.path) for d in script_args.datasets))
+                    else MIXTURE_SEPARATOR.join(str(d.data_files or d.path) for d in script_args.datasets))
     trainer = HiRTrainer(model_args.model_name_or_path, reward_funcs, training_args, dataset, eval_dataset,
                          processing_class, peft_config=get_peft_config(model_args),
                          quantization_config=get_quantization_config(model_args), dataset_name=dataset_name)
@@ -343,6 +366,15 @@ def run_train(argv: Sequence[str]) -> int:
     unless ``--debug`` or ``HIR_TRL_DEBUG=1``; 130: interrupted)."""
     argv = list(argv)
     debug = "--debug" in argv or os.environ.get(DEBUG_ENV, "").lower() not in ("", "0", "false", "no")
+    from .launch import launch_training, split_launch_args, train_options
+
+    try:  # accelerate launch's options (--accelerate_config, --num_processes ...): launch, as trl grpo does
+        launch_args, argv = split_launch_args(argv, train_options())
+    except ValueError as exc:
+        print(f"hir-trl train: error: {one_line(exc)}", file=sys.stderr)
+        return 2
+    if launch_args:
+        return launch_training(launch_args, argv)
     argv = [a for a in argv if a != "--debug"]
     with warnings.catch_warnings():
         for pattern in _UNACTIONABLE_WARNINGS:

@@ -662,7 +662,8 @@ class PlanArguments:
 
 
 PLAN_USAGE = ("usage: hir-trl plan --config recipe.yaml [--gpu_memory_gb G] [--num_processes N] [--config_file "
-              "accelerate.yaml] [--zero_stage S] [any hir-trl train flag ...]\n"
+              "accelerate.yaml | --accelerate_config NAME|FILE] [--zero_stage S] [any hir-trl train flag or launcher "
+              "option ...]\n"
               "       hir-trl plan [--gpu_memory_gb G] -- <the launch command: accelerate launch ... -m hir_trl.cli "
               "train ..., torchrun ..., hir-trl train ...>")
 
@@ -1052,18 +1053,35 @@ def parse_plan_args(argv: Sequence[str]) -> tuple[PlanArguments, list[str]]:
         def error(self, message):
             raise ValueError(f"{message} (hir-trl plan --help lists the options)")
 
+    from .launch import split_launch_args, train_options
+
     parser = PlanParser(PlanArguments, prog="hir-trl plan", allow_abbrev=False)
+    trains = train_options()
+    # hir-trl train's launcher options (--accelerate_config NAME|FILE, --num_processes, accelerate launch's others)
+    launch_args, argv = split_launch_args(argv, trains | set(parser._option_string_actions))
     plan_args, rest = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
+    shapes = [launch_shape(launch_args)]
     if launch is not None:
         parsed = launch_command_args(launch)
         if parsed is None:
             raise ValueError(f"{' '.join(launch)} trains nothing (a vLLM server?): plan the training command")
         shape, train_argv = parsed
+        launched_args, train_argv = split_launch_args(train_argv, trains)  # hir-trl train --num_processes N ...
+        shapes += [shape, launch_shape(launched_args)]
+        rest = [*rest, *train_argv]
+    for shape in shapes:  # the plan's own flags first, then the launcher's
         for key in ("num_processes", "config_file", "zero_stage"):
             if getattr(plan_args, key) is None and key in shape:
                 setattr(plan_args, key, shape[key])
-        rest = [*rest, *train_argv]
     return plan_args, rest
+
+
+def launch_shape(launch_args: Sequence[str]) -> dict[str, Any]:
+    """The launch shape (`launch_command_args`) of ``accelerate launch``'s options, as `split_launch_args` gives
+    them ({} for none)."""
+    if not launch_args:
+        return {}
+    return launch_command_args(["accelerate", "launch", *launch_args, "-m", "hir_trl.cli", "train"])[0]
 
 
 def main(argv: Sequence[str], parse_train_args, quiet_warnings: Sequence[str] = ()) -> int:

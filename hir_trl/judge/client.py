@@ -79,6 +79,26 @@ class JudgeUnavailableError(JudgeError):
     unmet."""
 
 
+class MissingJudgePackageError(JudgeError):
+    """The LLM judge's packages (litellm, tenacity: the ``[judge]`` extra) are not installed; the message is one line
+    naming the extra."""
+
+
+def check_judge_packages(model: str) -> None:
+    """Refuse a judge when litellm or tenacity is not installed (both come with ``pip install 'hir-trl[judge]'``).
+
+    Raises:
+        MissingJudgePackageError: one line naming the missing package(s), the judge model and the extra.
+    """
+    import importlib.util
+
+    missing = [name for name in ("litellm", "tenacity") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise MissingJudgePackageError(
+            f"the LLM judge (judge_model {model}) needs {' and '.join(missing)}, which "
+            f"{'is' if len(missing) == 1 else 'are'} not installed: pip install 'hir-trl[judge]'")
+
+
 class JudgeCacheError(JudgeError):
     """The on-disk verdict cache (``cache_dir``) cannot be opened, read or written; the message names its path."""
 
@@ -206,6 +226,7 @@ class LiteLLMJudge:
             an environment variable name, or credentials in ``api_base`` or ``extra_kwargs``.
         MissingJudgeKeyError: (a `KeyError`) ``api_key_env`` names a variable that is not set (checked at
             construction).
+        MissingJudgePackageError: litellm or tenacity is not installed (``pip install 'hir-trl[judge]'``).
         JudgeCacheError: ``cache_dir`` cannot be opened or read (checked at construction).
     """
 
@@ -221,6 +242,7 @@ class LiteLLMJudge:
                                          api_base=api_base, cache_dir=None if cache_dir is None else str(cache_dir))
         if problem:
             raise ValueError(problem)
+        check_judge_packages(model)
         problem = extra_kwargs_problem(extra_kwargs)
         if problem:
             raise ValueError(problem)

@@ -395,18 +395,20 @@ def trainer_reward(args: Any, train_dataset: Any, eval_dataset: Any = None, rewa
         train_dataset, eval_dataset: normalized datasets (`hir_trl.load_hir_dataset`), or None.
         reward_funcs: None (build the constraint reward), one reward function, or a list: at most one
             `ConstraintReward`, first, and TRL-style reward functions ``fn(prompts, completions, **kwargs) ->
-            list[float | None]`` (see `extra_rewards`). Without a `ConstraintReward`, one is built and put first.
+            list[float | None]`` (see `extra_rewards`) or reward models (`is_reward_model`: a model id or folder,
+            which `GRPOTrainer` loads as a sequence-classification model with its tokenizer, or a loaded model).
+            Without a `ConstraintReward`, one is built and put first.
         judge: the soft-constraint judge for a built reward; None builds one from ``judge_model`` when the data has
             soft constraints.
 
     Returns:
         ``(reward_funcs, train_dataset, eval_dataset)``; ``reward_funcs[0]`` is the `ConstraintReward`, its
         ``reward_mode`` set to ``args.reward_mode``; the other functions are wrapped so that each call's result is
-        checked (`hir_trl.guards.checked_reward_function`: one finite number or None per completion).
+        checked (`hir_trl.guards.checked_reward_function`: one finite number or None per completion); reward models
+        are passed on as they are, for `GRPOTrainer` to load.
 
     Raises:
-        TypeError: a reward that is not a function (a reward model: its id or module), or a second
-            `ConstraintReward`.
+        TypeError: a reward that is neither a function nor a reward model, or a second `ConstraintReward`.
         ValueError: ``soft_constraints: skip`` leaves no training row; a reward function TRL's call would fail on
             (`reward_call_problem`); a `ConstraintReward` whose ``reward_mode``
             differs from ``args.reward_mode`` (both named), a
@@ -427,10 +429,10 @@ def trainer_reward(args: Any, train_dataset: Any, eval_dataset: Any = None, rewa
         raise ValueError("the ConstraintReward must be the first of reward_funcs (reward_weights[0] is its weight)")
     extras = funcs[1:] if constraint else funcs
     for f in extras:
-        if isinstance(f, str) or not callable(f) or _is_module(f):
+        if not (is_reward_model(f) or callable(f)):
             raise TypeError("HiRTrainer adds TRL-style reward functions fn(prompts, completions, **kwargs) -> "
-                            f"list[float | None] to the constraint reward; got {type(f).__name__} {f!r:.60} (reward "
-                            "models are not supported: a replay's reward is computed on its own (q', y))")
+                            "list[float | None] and reward models (a model id or folder, or a loaded sequence-"
+                            f"classification model) to the constraint reward; got {type(f).__name__} {f!r:.60}")
     if args.soft_constraints == "skip":
         train_dataset = drop_soft_constraints(train_dataset)
         eval_dataset = None if eval_dataset is None else drop_soft_constraints(eval_dataset)
@@ -460,7 +462,8 @@ def trainer_reward(args: Any, train_dataset: Any, eval_dataset: Any = None, rewa
                          f"(multi_objective_aggregation='sum_then_normalize'), got {aggregation!r}")
     if reward.judge is None and args.soft_constraints == "judge":
         check_soft_constraints_judged(train_dataset, eval_dataset)
-    return [reward, *map(checked_reward_function, extras)], train_dataset, eval_dataset
+    return ([reward, *(f if is_reward_model(f) else checked_reward_function(f) for f in extras)], train_dataset,
+            eval_dataset)
 
 
 #: The reward functions ``trl grpo`` knows by name (its ``reward_funcs_registry``), each built as it builds it
@@ -480,14 +483,29 @@ def _trl_reward(name: str) -> Callable[..., Any]:
     return getattr(trl_rewards, name)
 
 
-def named_reward_functions(names: Sequence[str] | None) -> list[Callable[..., Any]]:
+def names_reward_model(name: str) -> bool:
+    """Whether a ``reward_funcs`` entry names a reward model rather than a function: a local folder, or a Hub id
+    (a ``/`` in it: ``org/model``), as `GRPOTrainer` takes a string in ``reward_funcs``."""
+    import os
+
+    return os.path.isdir(os.path.expanduser(name)) or "/" in name or "\\" in name
+
+
+def is_reward_model(function: Any) -> bool:
+    """Whether an entry of ``reward_funcs`` is a reward model: a model id or folder (a string), or a loaded model
+    (a ``torch.nn.Module``), which `GRPOTrainer` scores with ``logits[:, 0]``."""
+    return isinstance(function, str) or _is_module(function)
+
+
+def named_reward_functions(names: Sequence[str] | None) -> list[Any]:
     """The reward functions of ``reward_funcs`` names, as ``trl grpo`` resolves them (``trl/scripts/grpo.py``): a
-    name of `TRL_REWARD_FUNCTIONS` (TRL's ``trl.rewards``), or a dotted path ``module.function`` imported from
-    ``sys.path`` or the current directory (``trl.rewards.think_format_reward`` too). `HiRTrainer` adds them after
-    the constraint reward, weighted by ``reward_weights``, and calls them on each replay's own (q', y).
+    name of `TRL_REWARD_FUNCTIONS` (TRL's ``trl.rewards``), a dotted path ``module.function`` imported from
+    ``sys.path`` or the current directory (``trl.rewards.think_format_reward`` too), or a reward model's Hub id or
+    folder (`names_reward_model`), kept as the string `GRPOTrainer` loads. `HiRTrainer` adds them after the
+    constraint reward, weighted by ``reward_weights``, and scores each replay's own (q', y) with them.
 
     Returns:
-        The functions, in the order of ``names`` ([] for None).
+        The functions (a model as its id or folder), in the order of ``names`` ([] for None).
 
     Raises:
         ValueError: one line naming the entry: a name that is neither TRL's nor dotted, a module that cannot be
@@ -498,10 +516,13 @@ def named_reward_functions(names: Sequence[str] | None) -> list[Callable[..., An
     import os
     import sys
 
-    functions = []
+    functions: list[Any] = []
     for name in names or ():
         if name in TRL_REWARD_FUNCTIONS:
             functions.append(TRL_REWARD_FUNCTIONS[name]())
+            continue
+        if names_reward_model(name):
+            functions.append(name)  # GRPOTrainer loads it (AutoModelForSequenceClassification, num_labels=1)
             continue
         module_name, _, attribute = name.rpartition(".")
         if not module_name or not attribute:
@@ -561,6 +582,8 @@ def extra_rewards_problem(functions: Sequence[Callable[..., Any]], columns: Sequ
         return (f"reward_weights has {len(reward_weights)} weight(s) for {1 + len(functions)} reward(s): one per "
                 "reward, the constraint reward first, then each of reward_funcs' functions")
     for function in functions:
+        if is_reward_model(function):  # scored as GRPOTrainer scores a model: prompt + completion text
+            continue
         problem = reward_call_problem(function, columns)
         if problem is not None:
             return problem
@@ -693,6 +716,8 @@ def replay_row_rewards(capture: Any, supplement: Any, new_rows: Sequence[Any], i
                                                                  strict=True)]
 
     sampled = weighted_rewards(per_func(capture.verdicts, capture.rewards_per_func), weights)
+    # called on every rank, with or without replays: a reward model's forward pass (and the metric's gather) is a
+    # collective under DeepSpeed ZeRO-3 and several processes
     supplementary = (weighted_rewards(per_func(supplement.verdicts, supplement.rewards_per_func), weights)
                      if supplement is not None else [])
     replays = [(offset, row) for offset, row in enumerate(new_rows) if row.kind == "replay"]
@@ -707,7 +732,7 @@ def replay_row_rewards(capture: Any, supplement: Any, new_rows: Sequence[Any], i
              for _, row in replays],
             [{**inputs[row.source], "prompt": row.q_prime,
               "constraints": hindsight_constraints(inputs[row.source]["constraints"], row.choice)}
-             for _, row in replays]) if extra_rewards is not None and replays else [[] for _ in replays]
+             for _, row in replays]) if extra_rewards is not None else [[] for _ in replays]
     replay_rewards = weighted_rewards([[constraint[offset], *extra] for (offset, _), extra in zip(replays, extras)],
                                       weights)
     return row_rewards(sampled, new_rows, supplementary, dict(zip(constraint, replay_rewards)))
