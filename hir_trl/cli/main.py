@@ -185,6 +185,11 @@ def prepare_training(script_args, training_args, model_args, recipe: str | None 
     if Path(training_args.output_dir).is_file():
         check_output_dir(training_args.output_dir, None, False)  # a file: one line, before resume looks inside
     check_trackers(training_args.report_to)
+    template = None
+    if script_args.chat_template is not None:  # read and parsed before anything is written
+        from ..data.chat import chat_template_text
+
+        template = chat_template_text(script_args.chat_template)
     claim_run_folder(training_args.output_dir)  # the run holds its folder (main process) until `release_run_folder`
     # transformers takes a string as a path: "true" from the command line becomes the latest checkpoint's folder
     requested = training_args.resume_from_checkpoint
@@ -238,12 +243,9 @@ def prepare_training(script_args, training_args, model_args, recipe: str | None 
     training_args.model_init_kwargs = model_init_kwargs
 
     processing_class = None
-    if script_args.chat_template is not None:  # the tokenizer GRPOTrainer would load, with the template set
+    if template is not None:  # the tokenizer GRPOTrainer would load, with the template set
         from transformers import AutoProcessor
 
-        from ..data.chat import chat_template_text
-
-        template = chat_template_text(script_args.chat_template)
         processing_class = AutoProcessor.from_pretrained(
             model_args.model_name_or_path, revision=model_args.model_revision, truncation_side="left",
             padding_side="left", trust_remote_code=training_args.trust_remote_code)

@@ -144,6 +144,9 @@ def resolve_recipe_names(names: Sequence[str], root: Path | None = None) -> list
     shipped = list_recipes(root)
     selected: list[str] = []
     for raw in names:
+        if not raw.strip():
+            raise RecipeError("an empty recipe name selects nothing: give a file or folder as `hir-trl recipes` lists "
+                              "it (e.g. tiny/hir/config_cpu.yaml), or --all for every recipe")
         parts = [part for part in PurePosixPath(raw.replace("\\", "/")).parts if part not in (".", "/")]
         if parts[:1] == [RECIPES_DIR] and not (root / parts[0]).exists():
             parts = parts[1:]
@@ -172,10 +175,15 @@ def copy_recipes(names: Sequence[str], dest: str | Path, overwrite: bool = False
         ``(written, unchanged)``: the destination paths.
 
     Raises:
-        RecipeError: ``dest`` is a file, or a destination file differs and ``overwrite`` is off.
+        RecipeError: ``dest`` is empty or a file, a destination file differs and ``overwrite`` is off, or a
+            destination path is a symbolic link or leads outside ``dest`` through one (`hir_trl.writing`).
         OSError: a file cannot be written.
     """
+    from ..writing import write_target_problem
+
     root = recipes_root() if root is None else root
+    if not str(dest).strip():
+        raise RecipeError("the destination folder is empty: give a folder (. for the current one)")
     dest = Path(dest)
     if dest.exists() and not dest.is_dir():
         raise RecipeError(f"{dest} is a file, not a folder: give the folder to copy the recipes into")
@@ -183,6 +191,9 @@ def copy_recipes(names: Sequence[str], dest: str | Path, overwrite: bool = False
     for name in names:
         source, target = root / name, dest / RECIPES_DIR / name
         data = source.read_bytes()
+        problem = write_target_problem(target, dest)
+        if problem is not None:
+            raise RecipeError(problem)
         if target.is_dir():
             raise RecipeError(f"{target} is a folder; remove it or give another destination")
         if target.exists():
