@@ -629,11 +629,11 @@ def sharding_from_files(config_file: str | None, deepspeed: Any) -> tuple[Shardi
     Raises:
         OSError, ValueError: a file that cannot be read or parsed (named).
     """
-    import yaml
+    from .recipes import load_recipe
 
     accelerate: dict[str, Any] = {}
     if config_file:
-        accelerate = yaml.safe_load(Path(config_file).read_text(encoding="utf-8")) or {}
+        accelerate = load_recipe(config_file) or {}
         if not isinstance(accelerate, dict):
             raise ValueError(f"{config_file} is no accelerate config (a YAML mapping)")
     kind = str(accelerate.get("distributed_type", "NO")).upper()

@@ -49,18 +49,45 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+#: The most values a recipe may hold once its YAML aliases (``*name``) are expanded: a recipe holds a few hundred;
+#: aliases of aliases grow without bound ("billion laughs") and would exhaust memory in whatever reads them.
+MAX_RECIPE_VALUES = 100_000
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """Values (scalars, lists, mappings) under ``node`` once every alias is expanded; an alias is the very node its
+    anchor marks, so each node is counted once (``sizes``) and the count stays linear in the file."""
+    if id(node) not in sizes:
+        sizes[id(node)] = 1  # a node that reaches itself (a recursive alias) counts once
+        children = [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else (
+            node.value if isinstance(node, yaml.SequenceNode) else [])
+        sizes[id(node)] = min(1 + sum(_expanded_size(child, sizes) for child in children), MAX_RECIPE_VALUES + 1)
+    return sizes[id(node)]
+
+
 def load_recipe(path: str | Path) -> Any:
-    """The parsed YAML of ``path``, refusing a key repeated within one mapping (at any depth).
+    """The parsed YAML of ``path``, refusing a key repeated within one mapping (at any depth), and a file whose
+    aliases expand to more than `MAX_RECIPE_VALUES` values or that nests deeper than Python can read.
 
     Raises:
         DuplicateKeyError: (a `ValueError`) a repeated key, naming the file, the key and both lines.
+        ValueError: aliases that expand without bound, or nesting too deep, naming the file.
         OSError: the file cannot be read; yaml.YAMLError: it is no YAML.
     """
     text = Path(path).read_text(encoding="utf-8")
     loader = _StrictLoader(text)
     loader.source = str(path)
     try:
-        return loader.get_single_data()
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_size(node, {}) > MAX_RECIPE_VALUES:
+            raise ValueError(f"{path}: its YAML aliases (*name) expand to more than {MAX_RECIPE_VALUES:,} values; a "
+                             "recipe is a flat list of options: write the values out")
+        return loader.construct_document(node)
+    except RecursionError:
+        raise ValueError(f"{path}: nests lists or mappings deeper than can be read; a recipe is a flat list of "
+                         "options") from None
     finally:
         loader.dispose()
 
