@@ -527,18 +527,25 @@ def _check_model(model: str) -> None:
     """Refuse a ``--model_name_or_path`` that cannot be loaded, before anything is loaded: a path (``/``, ``./``,
     ``~``, or more than one ``/``) that does not exist (the Hub client would call it a malformed repo id), a file,
     or a folder with neither a model (``config.json``) nor a LoRA adapter (``adapter_config.json``), such as a
-    training run's folder holding only checkpoints.
+    training run's folder holding only checkpoints; offline (``HF_HUB_OFFLINE``), a name that is no local folder and
+    no model in the local Hub cache.
 
     Raises:
         FileNotFoundError, ValueError: naming the folder and the fix.
     """
     from ..data.loading import _looks_local
 
+    from .generation import _hub_cached, _hub_offline
+
     path = Path(model).expanduser()
     if not path.exists():
         if _looks_local(model):
             raise FileNotFoundError(f"--model_name_or_path {model}: no such checkpoint folder (give a local model "
                                     "directory or a Hub model id such as Qwen/Qwen2.5-7B-Instruct)")
+        if _hub_offline() and not _hub_cached(model):
+            raise FileNotFoundError(f"--model_name_or_path {model}: no such local folder ({path.absolute()}), and the "
+                                    "Hub is offline (HF_HUB_OFFLINE) with no model of that id in its local cache: "
+                                    "give the model folder's path, or download the model first")
         return
     if not path.is_dir():
         raise ValueError(f"--model_name_or_path {model} is a file: give the model's folder")
