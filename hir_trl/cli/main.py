@@ -39,6 +39,7 @@ from ..run_folder import (  # the run-folder rules hir-trl train applies
     last_checkpoint,
     mark_final_save,
     optimizer_restart_note,
+    output_model_problem,
     paths_read,
     release_run_folder,
     set_aside_later_line,
@@ -184,6 +185,9 @@ def prepare_training(script_args, training_args, model_args, recipe: str | None 
                          "--build_model tiny, the folder the tiny model is built in)")
     if Path(training_args.output_dir).is_file():
         check_output_dir(training_args.output_dir, None, False)  # a file: one line, before resume looks inside
+    problem = output_model_problem(training_args.output_dir, model_args.model_name_or_path)
+    if problem is not None:  # the model trained from, or another model: before the folder is claimed (written)
+        raise ValueError(problem)
     check_trackers(training_args.report_to)
     template = None
     if script_args.chat_template is not None:  # read and parsed before anything is written
