@@ -534,7 +534,6 @@ def _check_model(model: str) -> None:
         FileNotFoundError, ValueError: naming the folder and the fix.
     """
     from ..data.loading import _looks_local
-
     from .generation import _hub_cached, _hub_offline
 
     path = Path(model).expanduser()

@@ -65,7 +65,6 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
     """The sha256 of a file's bytes, as ``"sha256:<64 hex digits>"`` (read in chunks; remembered by this process
     while the file's size and modification time stay the same)."""
     import hashlib
-
     import time
 
     path = Path(path)
