@@ -599,7 +599,10 @@ def output_model_problem(output_dir: str, model_name_or_path: str | None) -> str
     """Why training into ``output_dir`` would write over a model that is not this run's, or None: ``output_dir`` is
     the model this run trains from (``model_name_or_path``, however spelled; also while ``build_model`` is still to
     build it there), or holds a model folder of its own (`model_files`). Checked before anything is written, resumed
-    or not; ``--overwrite_output_dir`` deletes only a run's outputs, so it does not apply."""
+    or not; ``--overwrite_output_dir`` deletes only a run's outputs, so it does not apply. A folder that holds a run
+    (`_previous_run`) is left to `check_output_dir` (another run, or what an overwrite would delete)."""
+    if _previous_run(str(output_dir)):
+        return None
     if model_name_or_path and _same_path(output_dir, model_name_or_path):
         return (f"output_dir {output_dir} is the model this run trains from (model_name_or_path "
                 f"{model_name_or_path}): saving would write over it; choose another output_dir")
