@@ -374,10 +374,6 @@ def check_outputs(outputs: Sequence[tuple[str, Path]], inputs: Sequence[tuple[st
     from ..writing import write_target_problem
 
     for what, out in outputs:
-        problem = write_target_problem(out, destination)
-        if problem is not None:
-            raise ValueError(f"{what}: {problem}")
-    for what, out in outputs:
         for flag, source in inputs:
             if _same_file(out, source):
                 raise ValueError(f"{what} {out} is the input {flag} {source} (the same file): writing it would destroy "
@@ -388,6 +384,10 @@ def check_outputs(outputs: Sequence[tuple[str, Path]], inputs: Sequence[tuple[st
         for other_what, other in outputs[:i]:
             if _same_file(out, other):
                 raise ValueError(f"{what} and {other_what} are one file, {out}: choose another path for one of them")
+    for what, out in outputs:  # after the checks above, which name an input written over more precisely
+        problem = write_target_problem(out, destination)
+        if problem is not None:
+            raise ValueError(f"{what}: {problem}")
 
 
 def _writable_folder(folder: Path, flag: str) -> None:
