@@ -203,10 +203,10 @@ def copy_recipes(names: Sequence[str], dest: str | Path, overwrite: bool = False
 
     Raises:
         RecipeError: ``dest`` is empty or a file, a destination file differs and ``overwrite`` is off, or a
-            destination path is a symbolic link or leads outside ``dest`` through one (`hir_trl.writing`).
+            destination path is a symbolic link or leads outside ``dest`` through one (`hir_trl.errors.write_target_problem`).
         OSError: a file cannot be written.
     """
-    from ..writing import write_target_problem
+    from ..errors import write_target_problem
 
     root = recipes_root() if root is None else root
     if not str(dest).strip():

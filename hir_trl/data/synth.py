@@ -941,7 +941,7 @@ def _check_args(args: SynthArguments) -> None:
     if not str(args.output).strip():
         raise ValueError("--output is empty: give a file name ending in .jsonl, .json or .parquet")
     output = Path(args.output)
-    from ..writing import write_target_problem
+    from ..errors import write_target_problem
 
     problem = write_target_problem(output)
     if problem is not None:

@@ -369,9 +369,9 @@ def check_outputs(outputs: Sequence[tuple[str, Path]], inputs: Sequence[tuple[st
     Raises:
         ValueError: an output that is an input file (its path, another spelling, a symbolic or hard link), is an
             existing folder, is another output of this run, is a symbolic link, or leads outside ``destination``
-            through one (`hir_trl.writing.write_target_problem`).
+            through one (`hir_trl.errors.write_target_problem`).
     """
-    from ..writing import write_target_problem
+    from ..errors import write_target_problem
 
     for what, out in outputs:
         for flag, source in inputs:

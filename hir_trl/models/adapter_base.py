@@ -58,12 +58,12 @@ def record_adapter_base(model: Any) -> dict[str, str]:
 #: sha256 of a file already hashed by this process, by (resolved path, inode, size, modification time in ns), kept
 #: only for files last written more than 2 s before they were hashed (a rewrite within one tick of the file system's
 #: clock keeps its mtime): a base's weights are hashed once per run, not at every checkpoint.
-_DIGESTS: dict[tuple[str, int, int], str] = {}
+_DIGESTS: dict[tuple[str, int, int, int], str] = {}
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
-    """The sha256 of a file's bytes, as ``"sha256:<64 hex digits>"`` (read in chunks; remembered by this process
-    while the file's size and modification time stay the same)."""
+    """The sha256 of a file's bytes, as ``"sha256:<64 hex digits>"`` (read in 1 MiB chunks; remembered by this process
+    while the file's inode, size and modification time stay the same, `_DIGESTS`)."""
     import hashlib
     import time
 
@@ -72,8 +72,11 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
     key = (str(path.resolve()), stat.st_ino, stat.st_size, stat.st_mtime_ns)
     if key in _DIGESTS:
         return _DIGESTS[key]
+    hasher = hashlib.sha256()
     with open(path, "rb") as handle:
-        digest = "sha256:" + hashlib.file_digest(handle, "sha256").hexdigest()
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            hasher.update(chunk)
+    digest = "sha256:" + hasher.hexdigest()
     if time.time_ns() - stat.st_mtime_ns > 2_000_000_000:  # a file written just now may change within its mtime tick
         _DIGESTS[key] = digest
     return digest

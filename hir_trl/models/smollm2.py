@@ -170,10 +170,8 @@ def convert_gguf_checkpoint(gguf_file: str | os.PathLike[str], output_dir: str |
     path.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
-    from .adapter_base import file_sha256
-
     record = {"builder": "gguf", "gguf_file": source.name, "gguf_bytes": source.stat().st_size,
-              "gguf_sha256": file_sha256(source),
+              "gguf_sha256": _sha256(source),
               "parameters": sum(p.numel() for p in model.parameters())}
     if source.name in GGUF_ORIGINS:
         record["hub_id"] = GGUF_ORIGINS[source.name]
@@ -203,6 +201,17 @@ def ensure_gguf_checkpoint(gguf_file: str | os.PathLike[str], output_dir: str | 
     return path
 
 
+def _sha256(path: str | os.PathLike[str]) -> str:
+    """``"sha256:<hex>"`` of a file's bytes (as `hir_trl.models.adapter_base.file_sha256`, which imports this module)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return "sha256:" + digest.hexdigest()
+
+
 def _check_build_record(path: Path, gguf_name: str, gguf_file: str | os.PathLike[str] | None = None) -> None:
     """Raise ValueError unless ``path``'s `BUILD_RECORD` says it is the conversion of ``gguf_name``: of the very
     bytes of ``gguf_file`` (its sha256) when the file is given and the record holds a hash, else of that name."""
@@ -213,9 +222,7 @@ def _check_build_record(path: Path, gguf_name: str, gguf_file: str | os.PathLike
         raise ValueError(f"{path} holds {found}, not the conversion of {gguf_name}: point model_name_or_path at "
                          f"another directory, or delete this one")
     if gguf_file is not None and record.get("gguf_sha256") and Path(gguf_file).is_file():
-        from .adapter_base import file_sha256
-
-        if file_sha256(gguf_file) != record["gguf_sha256"]:
+        if _sha256(gguf_file) != record["gguf_sha256"]:
             raise ValueError(f"{path} holds the conversion of another {gguf_name} (the sha256 of {gguf_file} differs "
                              "from the one converted): point model_name_or_path at another directory, or delete "
                              "this one")
