@@ -411,3 +411,19 @@ def test_a_reward_function_returning_booleans_counts_them_as_one_and_zero():
     assert check_rewards("f", torch.tensor([False, True]), 2) == [0.0, 1.0]
     assert check_rewards("f", [np.bool_(True), 0.5], 2) == [1.0, 0.5]
     assert all(type(v) is float for v in check_rewards("f", [True, False], 2))
+
+
+def test_an_empty_output_of_eval_generate_or_synth_is_one_line(tmp_path, capsys, monkeypatch):
+    from hir_trl.data.synth import main as synth_main
+
+    monkeypatch.chdir(tmp_path)
+    bench = _jsonl(tmp_path / "bench.jsonl", [{"key": "k1", "prompt": "P1", "instruction_id_list":
+                                               ["punctuation:no_comma"], "kwargs": [{}]}])
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    for output in ("", "  "):
+        code = eval_cli.main(["generate", "-m", "model", "-b", str(bench), "-o", output])
+        _one_line(code, capsys.readouterr()[1], "hir-trl eval: error: --output_dir is empty")
+        code = synth_main(["--dataset_name", str(bench), "--output", output])
+        _one_line(code, capsys.readouterr()[1], "hir-trl synth: error: --output is empty")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bench.jsonl", "model"]
