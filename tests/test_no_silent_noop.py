@@ -112,6 +112,7 @@ CONSTANT_REWARD = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow  # one training step end to end, through hir-trl train
 def test_a_cli_run_whose_every_gradient_is_zero_exits_2_with_one_line(tmp_path, capsys, monkeypatch):
     """The constraint reward weighted 0 and a constant reward function: every advantage is 0 in every group."""
     (tmp_path / "hir_constant_reward.py").write_text(CONSTANT_REWARD, encoding="utf-8")
