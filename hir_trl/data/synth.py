@@ -941,11 +941,6 @@ def _check_args(args: SynthArguments) -> None:
     if not str(args.output).strip():
         raise ValueError("--output is empty: give a file name ending in .jsonl, .json or .parquet")
     output = Path(args.output)
-    from ..errors import write_target_problem
-
-    problem = write_target_problem(output)
-    if problem is not None:
-        raise ValueError(f"--output {problem}")
     source = Path(args.dataset_name)
     if output.exists() and source.exists() and (os.path.samefile(output, source)
                                                or output.resolve() == source.resolve()):
@@ -957,6 +952,11 @@ def _check_args(args: SynthArguments) -> None:
                          "later run would read it as input; give an --output outside it")
     if output.is_dir():
         raise ValueError(f"--output {output} is a folder: give a file name ending in .jsonl, .json or .parquet")
+    from ..errors import write_target_problem
+
+    problem = write_target_problem(output)  # after the input checks, which name an input written over
+    if problem is not None:
+        raise ValueError(f"--output {problem}")
     if output.suffix not in (".jsonl", ".json", ".parquet"):
         raise ValueError(f"--output must end in .jsonl, .json or .parquet, got {output}")
 
