@@ -242,8 +242,10 @@ class NothingTrainedGuard(TrainerCallback):
 
 
 class ZeroGradientGuard(TrainerCallback):
-    """Stop a run whose every optimizer step had a gradient of exactly zero (`NothingTrainedError` at
-    ``on_train_end``, before the final model is saved): its weights never moved, so nothing it saves is a result.
+    """Tell a run whose every optimizer step had a gradient of exactly zero: its weights never moved, so nothing it
+    saves is a result. At ``on_train_end`` it logs one warning (`problem` holds the message); ``hir-trl train`` then
+    stops with that line and exit status 2 before the final save (`NothingTrainedError`), and a Python caller can
+    read `problem` (or `check`) after ``trainer.train()``.
 
     That happens when every group's completions get the same reward (greedy-like sampling, a reward that never
     varies, no replays to tell them apart): every advantage is 0 (and, with ``beta`` 0 or a policy that never left
@@ -252,11 +254,14 @@ class ZeroGradientGuard(TrainerCallback):
     hold (DeepSpeed keeps them in its own buffers) are not judged.
     """
 
+    def __init__(self) -> None:
+        self.zero_steps, self.moved, self.problem = 0, False, None
+
     def on_train_begin(self, args, state, control, **kwargs):
-        self.zero_steps, self.moved = 0, False
+        self.zero_steps, self.moved, self.problem = 0, False, None
 
     def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
-        if getattr(self, "moved", True) or model is None:
+        if self.moved or model is None:
             return
         import torch
 
@@ -275,12 +280,24 @@ class ZeroGradientGuard(TrainerCallback):
             self.zero_steps += 1
 
     def on_train_end(self, args, state, control, **kwargs):
-        if not getattr(self, "moved", True) and getattr(self, "zero_steps", 0) > 0:
-            raise NothingTrainedError(
+        if not self.moved and self.zero_steps > 0:
+            self.problem = (
                 f"every optimizer step ({self.zero_steps}) had a gradient of exactly zero: the weights never moved, "
-                "so nothing was trained and no final model is saved; every group's completions got the same reward "
-                "(all advantages 0): check that the constraints and reward functions score completions apart, "
-                "sample at a higher temperature, or set num_replays >= 1")
+                "so nothing was trained; every group's completions got the same reward (all advantages 0): check "
+                "that the constraints and reward functions score completions apart, sample at a higher temperature, "
+                "or set num_replays >= 1")
+            import logging
+
+            logging.getLogger(__name__).warning("%s", self.problem)
+
+    def check(self) -> None:
+        """Raise `problem`, if the run that ended trained nothing.
+
+        Raises:
+            NothingTrainedError: every optimizer step of the run had a gradient of exactly zero.
+        """
+        if self.problem is not None:
+            raise NothingTrainedError(self.problem)
 
 
 __all__ = ["NonFiniteGuard", "NonFiniteTrainingError", "NothingTrainedError", "NothingTrainedGuard",

@@ -84,8 +84,9 @@ class HiRTrainer(GRPOTrainer):
             than ``"sum_then_normalize"`` (`hir_trl.rewards.trainer_reward`).
         hir_trl.guards.NothingTrainedError: (a `ValueError`) fewer training rows than one step's prompts
             (`hir_trl.guards.check_enough_rows`); raised by ``train()`` too when a run ends without an optimizer step
-            (`hir_trl.guards.NothingTrainedGuard`, a streaming dataset too short) or with a gradient of exactly zero
-            at every step (`hir_trl.guards.ZeroGradientGuard`: every group's rewards the same).
+            (`hir_trl.guards.NothingTrainedGuard`, a streaming dataset too short). A run whose every step had a
+            gradient of exactly zero logs a warning (``trainer.zero_gradient_guard``, `hir_trl.guards.ZeroGradientGuard`;
+            ``hir-trl train`` stops on it).
         hir_trl.models.MissingDependencyError: (an `ImportError`) ``use_vllm`` without vLLM installed.
         DatasetFormatError: (a `ValueError`) a training or evaluation row of no schema `load_hir_dataset` reads, or
             with a malformed field: the message names the row and the field; or a prompt too long to sample from
@@ -159,7 +160,8 @@ class HiRTrainer(GRPOTrainer):
             fix_colocate_weight_sync(self.vllm_generation)  # vLLM's CPU build repacks its weights
         self.add_callback(NonFiniteGuard())  # stop on a NaN/inf gradient, parameter or loss (`hir_trl.guards`)
         self.add_callback(NothingTrainedGuard())  # a run that ends without an optimizer step is an error
-        self.add_callback(ZeroGradientGuard())  # so is one whose every step's gradient was zero
+        self.zero_gradient_guard = ZeroGradientGuard()  # a run whose every step's gradient was zero: told
+        self.add_callback(self.zero_gradient_guard)
         # KL in the reward (released code): HiR takes beta as the KL-in-reward coefficient, TRL's KL loss term off
         self.kl_coef = self.hir_passes.move_kl_to_reward() if args.kl_in_reward else 0.0
         limits = prompt_length_limits(  # a prompt must leave room to sample (`hir_trl.data.check_prompt_lengths`)

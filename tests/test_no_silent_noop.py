@@ -1,6 +1,7 @@
 """No silent no-op: sampling that makes a group's m completions all the same is refused (or warned about where the
 run can still learn), whether it is set at the top level or through ``generation_kwargs``; and a run whose every
-optimizer step had a gradient of exactly zero says so and exits 2, not 0."""
+optimizer step had a gradient of exactly zero says so (a warning through the Python API) and ``hir-trl train`` exits 2,
+not 0."""
 
 from __future__ import annotations
 
@@ -80,13 +81,16 @@ def _model():
     return torch.nn.Linear(2, 2)
 
 
-def test_the_zero_gradient_guard_stops_a_run_that_never_moved():
+def test_the_zero_gradient_guard_tells_a_run_that_never_moved(caplog):
     guard, model = ZeroGradientGuard(), _model()
     guard.on_train_begin(_Args(), None, None)
     for _ in range(3):
         _step(guard, model, [torch.zeros(2, 2), torch.zeros(2)])
+    with caplog.at_level(logging.WARNING, logger="hir_trl.guards"):
+        guard.on_train_end(_Args(), None, None)  # the Python API: told in one warning, read from the guard
+    assert "every optimizer step (3) had a gradient of exactly zero" in caplog.text
     with pytest.raises(NothingTrainedError, match=r"every optimizer step \(3\) had a gradient of exactly zero"):
-        guard.on_train_end(_Args(), None, None)
+        guard.check()  # what hir-trl train raises before the final save
 
 
 @pytest.mark.parametrize("moving_step", [0, 2])
@@ -96,14 +100,17 @@ def test_one_step_with_a_gradient_is_a_run_that_trained(moving_step):
     for step in range(3):
         bias = torch.tensor([0.0, 1e-30]) if step == moving_step else torch.zeros(2)
         _step(guard, model, [torch.zeros(2, 2), bias])
-    guard.on_train_end(_Args(), None, None)  # no error
+    guard.on_train_end(_Args(), None, None)
+    assert guard.problem is None
+    guard.check()  # no error
 
 
 def test_gradients_the_model_does_not_hold_are_not_judged():
     guard, model = ZeroGradientGuard(), _model()
     guard.on_train_begin(_Args(), None, None)
     _step(guard, model, [None, None])  # DeepSpeed keeps them in its own buffers
-    guard.on_train_end(_Args(), None, None)  # no error
+    guard.on_train_end(_Args(), None, None)
+    assert guard.problem is None
 
 
 CONSTANT_REWARD = textwrap.dedent('''

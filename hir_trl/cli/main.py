@@ -283,6 +283,8 @@ def run_training(trainer, dataset, script_args, training_args) -> None:
 
     Raises:
         TrainingInterrupted: Ctrl-C during training (the message names the last complete checkpoint).
+        hir_trl.guards.NothingTrainedError: every optimizer step had a gradient of exactly zero
+            (`hir_trl.guards.ZeroGradientGuard`); nothing more is saved.
     """
     from .summary import training_summary
 
@@ -292,6 +294,9 @@ def run_training(trainer, dataset, script_args, training_args) -> None:
         close_progress_bar(trainer)
         raise TrainingInterrupted(f"interrupted at step {trainer.state.global_step}; "
                                   f"{_resume_hint(training_args)}") from None
+    guard = getattr(trainer, "zero_gradient_guard", None)
+    if guard is not None:
+        guard.check()  # every step's gradient was zero: no final model, exit 2 (NothingTrainedError)
     start_final_save(training_args.output_dir)  # the final model counts only once the marker is written, last
     try:
         trainer.save_model(training_args.output_dir)
