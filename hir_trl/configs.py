@@ -682,12 +682,17 @@ def choice_problem(config: Any, cls: type | None = None) -> str | None:
     return None
 
 
+#: The largest ``learning_rate`` taken: a step beyond it sends an LM's weights to inf or NaN within a step or two.
+MAX_LEARNING_RATE = 1.0
+
 #: ``(field, allowed, why)`` of the sampling and optimisation numbers a run cannot train with: a value outside
 #: ``allowed`` trains nothing (a negative ``beta``, ``epsilon``, ``learning_rate``; greedy sampling, whose m
 #: completions are the same), fails mid-run (transformers' or torch's own checks) or inside TRL's arithmetic (a
 #: zero batch size). None is allowed where the field is Optional.
 _RANGES: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
-    ("learning_rate", lambda v: v > 0, "> 0 (a step of 0 trains nothing, a negative one climbs the loss)"),
+    ("learning_rate", lambda v: 0 < v <= MAX_LEARNING_RATE,
+     f"> 0 and <= {MAX_LEARNING_RATE:g} (a step of 0 trains nothing, a negative one climbs the loss, a larger one "
+     "sends the weights to inf; typical: 1e-6 to 1e-4)"),
     ("per_device_train_batch_size", lambda v: v >= 1, ">= 1"),
     ("gradient_accumulation_steps", lambda v: v >= 1, ">= 1"),
     ("steps_per_generation", lambda v: v >= 1, ">= 1 (or unset: gradient_accumulation_steps)"),
@@ -763,8 +768,13 @@ def _number(value: Any) -> bool:
 
 
 def training_problem(args: Any) -> str | None:
-    """Settings that cannot train: a `FINITE_FIELDS` number or a ``reward_weights`` entry that is NaN or inf
-    (nothing else fails on it), or ``max_steps: -1`` with ``num_train_epochs <= 0`` (nothing would be trained)."""
+    """Settings that cannot train: an empty ``output_dir`` (the run would write into the current folder), a
+    `FINITE_FIELDS` number or a ``reward_weights`` entry that is NaN or inf (nothing else fails on it), or
+    ``max_steps: -1`` with ``num_train_epochs <= 0`` (nothing would be trained)."""
+    output_dir = getattr(args, "output_dir", None)
+    if isinstance(output_dir, str) and not output_dir.strip():
+        return ("output_dir is empty: give the folder the run writes its checkpoints and model in (it is created "
+                "when missing)")
     for name in FINITE_FIELDS:
         value = getattr(args, name, None)
         if _number(value) and not math.isfinite(value):
@@ -871,6 +881,63 @@ def judge_problem(args: Any) -> str | None:
     return problem if problem is not None else extra_kwargs_problem(args.judge_extra_kwargs)
 
 
+#: Below this sampling temperature a group's m completions are nearly all the same: a run still learns from the
+#: groups that differ, with a warning (`warn_near_greedy`).
+NEAR_GREEDY_TEMPERATURE = 0.1
+
+
+def _sampling(args: Any) -> dict[str, Any]:
+    """The sampling settings generation uses: the top-level ``temperature``, ``top_p``, ``top_k``, ``min_p``, with
+    ``do_sample`` true, as TRL sets them, overridden by ``generation_kwargs`` (TRL updates them with it, for
+    transformers' `GenerationConfig` and vLLM's `SamplingParams` alike)."""
+    sampling = {"do_sample": True, **{name: getattr(args, name, None) for name in ("temperature", "top_p", "top_k",
+                                                                                  "min_p")}}
+    extra = getattr(args, "generation_kwargs", None)
+    if isinstance(extra, dict):
+        sampling.update(extra)
+    return sampling
+
+
+def greedy_problem(args: Any) -> str | None:
+    """Sampling that gives every completion of a group the same text, so that every advantage is 0 and nothing is
+    trained (`_sampling`: the top-level fields as ``generation_kwargs`` overrides them): ``do_sample`` false,
+    ``temperature`` <= 0 (vLLM's greedy), ``top_k`` 1, ``top_p`` <= 0, ``min_p`` >= 1, beam search (vLLM's
+    ``use_beam_search``, or ``num_beams`` > 1 without sampling); a value of the wrong type there. The message names
+    where it is set."""
+    extra = getattr(args, "generation_kwargs", None)
+    sampling = _sampling(args)
+
+    def where(name: str) -> str:
+        return f"generation_kwargs.{name}" if isinstance(extra, dict) and name in extra else name
+
+    why = "a group's m completions would all be the same, every advantage 0, and nothing trained"
+    if sampling.get("do_sample") is not True:
+        return (f"{where('do_sample')} is {sampling.get('do_sample')!r}: completions are decoded greedily, so {why}; "
+                "remove it (GRPO samples)")
+    for name, greedy, rule in (("temperature", lambda v: v <= 0, "> 0"), ("top_k", lambda v: v == 1, "0 or >= 2"),
+                               ("top_p", lambda v: v <= 0, "in (0, 1]"), ("min_p", lambda v: v >= 1, "< 1")):
+        value = sampling.get(name)
+        if value is None:
+            continue
+        if not _number(value) or not math.isfinite(value):
+            return f"{where(name)} must be a finite number, got {value!r}"
+        if greedy(value):
+            return f"{where(name)} is {value}: sampling is greedy, so {why}; set it {rule}"
+    if sampling.get("use_beam_search") or (_number(sampling.get("num_beams")) and sampling["num_beams"] > 1
+                                           and not sampling.get("do_sample")):
+        return f"generation_kwargs asks for beam search, which is deterministic: {why}; remove it"
+    return None
+
+
+def warn_near_greedy(args: Any) -> None:
+    """Log one warning when the sampling temperature (`_sampling`) is below `NEAR_GREEDY_TEMPERATURE`: most groups'
+    completions are then the same and train nothing (the run still learns from the others)."""
+    temperature = _sampling(args).get("temperature")
+    if _number(temperature) and 0 < temperature < NEAR_GREEDY_TEMPERATURE:
+        logger.warning("temperature %g is nearly greedy: most groups' m completions will be the same, their advantages "
+                       "0 and their gradient none; the paper samples at 1.0", temperature)
+
+
 def combination_problem(args: Any) -> str | None:
     """HiR settings that need others: ``replay_loss_weighting="paper"`` needs ``loss_type="dapo"`` and replays;
     ``kl_in_reward`` needs ``beta > 0`` and a Reinforce++ estimator."""
@@ -906,7 +973,7 @@ CHECKS_BEFORE_TRL: tuple[Callable[[Any], str | None], ...] = (
 #: The checks that need TRL's conversions, in order (`batch_layout_problem` again: with ``generation_batch_size``
 #: set, TRL derives ``steps_per_generation`` from it).
 CHECKS_AFTER_TRL: tuple[Callable[[Any], str | None], ...] = (
-    refusal_problem, judge_problem, combination_problem, batch_layout_problem)
+    refusal_problem, greedy_problem, judge_problem, combination_problem, batch_layout_problem)
 
 
 def validate(config: Any, convert: Callable[[], None] | None = None) -> None:
@@ -918,16 +985,18 @@ def validate(config: Any, convert: Callable[[], None] | None = None) -> None:
     2. `range_problem`: a number out of its range (``temperature``, ``max_steps``, ``num_replays``, ``lambda_0``,
        ``eta``, k < m, ...);
     3. `choice_problem`: a value outside its field's choices (for a strategy, its registry's keys);
-    4. `training_problem`: a non-finite optimizer number or reward weight, or nothing to train;
+    4. `training_problem`: an empty ``output_dir``, a non-finite optimizer number or reward weight, or nothing to
+       train;
     5. `batch_layout_problem`: a generation batch that is not whole groups on every rank, or does not split;
     6. `credential_problem`: a ``hub_token``, or a credential in a dict option;
     7. `extra_kwargs_json_problem`: a ``judge_extra_kwargs`` string that is not JSON;
        then ``convert()`` (TRL's `GRPOConfig.__post_init__`, with its own checks);
     8. `refusal_problem`: a `GRPOConfig` value or combination HiR refuses (`hir_trl.compat.REFUSALS`);
+       `greedy_problem`: sampling that makes a group's completions all the same (``generation_kwargs`` included);
     9. `judge_problem`: the ``judge_*`` fields (`hir_trl.judge.config`);
     10. `combination_problem`: ``replay_loss_weighting="paper"``, ``kl_in_reward``;
     11. `batch_layout_problem` again, once TRL has derived ``steps_per_generation``;
-    then `warn_silenced_replays` (a log line, not an error).
+    then `warn_silenced_replays` and `warn_near_greedy` (log lines, not errors).
 
     Args:
         config: the `HiRConfig`.
@@ -948,3 +1017,4 @@ def validate(config: Any, convert: Callable[[], None] | None = None) -> None:
         if problem is not None:
             raise ValueError(problem)
     warn_silenced_replays(config)
+    warn_near_greedy(config)

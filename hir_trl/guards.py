@@ -5,14 +5,15 @@ Two kinds, each stopping the run with a message that names the cause (`NonFinite
 
 - `checked_reward_function`: wraps a TRL-style reward function so that it gets its own copies of the rows (what it
   changes in them stays its own) and what it returns is checked on every call: one number (or None) per completion,
-  each finite; a string, a scalar or NaN/inf names the function.
+  each finite (a boolean is 1.0/0.0, as TRL reads it); a string, a scalar or NaN/inf names the function.
 - `NonFiniteGuard`: a `transformers.TrainerCallback` that stops training before the optimizer applies a gradient
   that is not finite, and after a step that leaves a parameter or the logged loss non-finite.
 
 Settings that cannot train (a non-finite ``learning_rate`` or reward weight, nothing to train, a credential in an
 option) are refused before a run starts, when the `hir_trl.HiRConfig` is built (`hir_trl.configs.validate`); training
 data with fewer rows than one step's prompts when the trainer is built (`check_enough_rows`), and a run that still
-ends without an optimizer step when it ends (`NothingTrainedGuard`).
+ends without an optimizer step (`NothingTrainedGuard`) or with a zero gradient at every step (`ZeroGradientGuard`)
+when it ends.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ class NonFiniteTrainingError(ValueError):
 
 
 class NothingTrainedError(ValueError):
-    """Training would train, or trained, no optimizer step: the data holds fewer prompts than one step samples."""
+    """Training would train, or trained, no optimizer step (the data holds fewer prompts than one step samples), or
+    every step's gradient was zero (`ZeroGradientGuard`)."""
 
 
 class RewardFunctionError(ValueError):
@@ -54,9 +56,13 @@ def check_rewards(name: str, rewards: Any, expected: int) -> list[float | None]:
         rewards: what the function returned for ``expected`` completions.
         expected: the number of completions it was given.
 
+    Returns:
+        The rewards as a list, a boolean (``True``/``False``, a NumPy or torch boolean) as 1.0/0.0, as TRL reads
+        a boolean result (``torch.tensor`` of it).
+
     Raises:
-        RewardFunctionError: not a sequence of ``expected`` numbers or None (a string, a scalar, a dict, a string
-            item).
+        RewardFunctionError: not a sequence of ``expected`` numbers, booleans or None (a string, a scalar, a dict, a
+            string item).
         NonFiniteTrainingError: an item that is NaN or inf.
     """
     hint = (f"reward function {name!r} must return a list of {expected} numbers (or None for a completion it does "
@@ -72,6 +78,8 @@ def check_rewards(name: str, rewards: Any, expected: int) -> list[float | None]:
     for index, value in enumerate(values):
         if value is None:
             continue
+        if isinstance(value, bool) or getattr(getattr(value, "dtype", None), "kind", None) == "b":
+            values[index] = value = float(value)  # True/False as 1.0/0.0, as TRL reads them (torch.tensor)
         if not _number(value):
             raise RewardFunctionError(f"{hint}; item {index} is {type(value).__name__} {value!r:.40}")
         if not math.isfinite(value):
@@ -233,6 +241,65 @@ class NothingTrainedGuard(TrainerCallback):
                 "num_generations; a partial batch is dropped); add rows, or lower per_device_train_batch_size")
 
 
+class ZeroGradientGuard(TrainerCallback):
+    """Tell a run whose every optimizer step had a gradient of exactly zero: its weights never moved, so nothing it
+    saves is a result. At ``on_train_end`` it logs one warning (`problem` holds the message); ``hir-trl train`` then
+    stops with that line and exit status 2 before the final save (`NothingTrainedError`), and a Python caller can
+    read `problem` (or `check`) after ``trainer.train()``.
+
+    That happens when every group's completions get the same reward (greedy-like sampling, a reward that never
+    varies, no replays to tell them apart): every advantage is 0 (and, with ``beta`` 0 or a policy that never left
+    the reference, so is the KL term's gradient). ``on_pre_optimizer_step`` looks at the gradients until the first
+    step with one non-zero entry (one device sync per step until then, none after). Gradients the model does not
+    hold (DeepSpeed keeps them in its own buffers) are not judged.
+    """
+
+    def __init__(self) -> None:
+        self.zero_steps, self.moved, self.problem = 0, False, None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.zero_steps, self.moved, self.problem = 0, False, None
+
+    def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+        if self.moved or model is None:
+            return
+        import torch
+
+        grads = []
+        for p in model.parameters():
+            grad = p.grad if p.requires_grad else None
+            grad = grad.to_local() if hasattr(grad, "to_local") else grad
+            if grad is not None and grad.device.type != "meta" and grad.numel():
+                grads.append(grad.detach())
+        if not grads:
+            return
+        device = grads[0].device
+        if bool(torch.stack([g.ne(0).any().to(device) for g in grads]).any()):
+            self.moved = True
+        else:
+            self.zero_steps += 1
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if not self.moved and self.zero_steps > 0:
+            self.problem = (
+                f"every optimizer step ({self.zero_steps}) had a gradient of exactly zero: the weights never moved, "
+                "so nothing was trained; every group's completions got the same reward (all advantages 0): check "
+                "that the constraints and reward functions score completions apart, sample at a higher temperature, "
+                "or set num_replays >= 1")
+            import logging
+
+            logging.getLogger(__name__).warning("%s", self.problem)
+
+    def check(self) -> None:
+        """Raise `problem`, if the run that ended trained nothing.
+
+        Raises:
+            NothingTrainedError: every optimizer step of the run had a gradient of exactly zero.
+        """
+        if self.problem is not None:
+            raise NothingTrainedError(self.problem)
+
+
 __all__ = ["NonFiniteGuard", "NonFiniteTrainingError", "NothingTrainedError", "NothingTrainedGuard",
-           "RewardFunctionError", "check_enough_rows", "check_rewards", "checked_reward_function", "own_copies",
+           "RewardFunctionError", "ZeroGradientGuard", "check_enough_rows", "check_rewards", "checked_reward_function", "own_copies",
            "prompts_per_step"]

@@ -577,6 +577,46 @@ def paths_read(*configs: Any, recipe: str | None = None) -> dict[str, str]:
     return found
 
 
+def _same_path(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    try:
+        return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
+    except (OSError, RuntimeError):
+        return False
+
+
+def model_files(output_dir: str | os.PathLike[str]) -> list[str]:
+    """The files of a model that is no run's output at the top of ``output_dir``: a config (``config.json`` or
+    ``adapter_config.json``) with weight files (``*.safetensors``, ``*.bin`` but ``training_args.bin``, ``*.gguf``),
+    in a folder that shows no run (no lock file of hir-trl, no ``training_args.bin``, no checkpoints, completion logs
+    or trainer state: `_previous_run`); empty when there is none."""
+    folder = Path(output_dir)
+    if not folder.is_dir() or (folder / LOCK_FILE).exists() or _previous_run(str(folder)):
+        return []
+    configs = [name for name in ("config.json", "adapter_config.json") if (folder / name).is_file()]
+    weights = sorted(p.name for p in folder.iterdir() if p.is_file() and (
+        p.suffix in (".safetensors", ".gguf") or (p.suffix == ".bin" and p.name != "training_args.bin")))
+    return [*configs, *weights] if configs and weights else []
+
+
+def output_model_problem(output_dir: str, model_name_or_path: str | None) -> str | None:
+    """Why training into ``output_dir`` would write over a model that is not this run's, or None: ``output_dir`` is
+    the model this run trains from (``model_name_or_path``, however spelled; also while ``build_model`` is still to
+    build it there), or holds a model folder of its own (`model_files`). Checked before anything is written, resumed
+    or not; ``--overwrite_output_dir`` deletes only a run's outputs, so it does not apply. A folder that holds a run
+    (`_previous_run`) is left to `check_output_dir` (another run, or what an overwrite would delete)."""
+    if _previous_run(str(output_dir)):
+        return None
+    if model_name_or_path and _same_path(output_dir, model_name_or_path):
+        return (f"output_dir {output_dir} is the model this run trains from (model_name_or_path "
+                f"{model_name_or_path}): saving would write over it; choose another output_dir")
+    found = model_files(output_dir)
+    if found:
+        shown = ", ".join(found if len(found) <= 4 else [*found[:3], "..."])
+        return (f"output_dir {output_dir} holds a model that is not this run's ({shown}): saving would write over "
+                "it; choose another output_dir (a new or empty folder), or move the model out of it")
+    return None
+
+
 def check_output_dir(output_dir: str, resume_from_checkpoint: str | None, overwrite: bool,
                      keep: Sequence[str | None] | Mapping[str, str | None] = (), writer: bool | None = None) -> None:
     """Keep two runs from mixing in one ``output_dir`` (before any model is loaded).
@@ -596,14 +636,18 @@ def check_output_dir(output_dir: str, resume_from_checkpoint: str | None, overwr
         writer: whether this process deletes (the run's ``should_save``; None: global rank 0, `_main_process`).
 
     Raises:
-        ValueError: ``output_dir`` is a file; ``overwrite`` together with ``resume_from_checkpoint``; ``output_dir``
-            holds another run and neither ``overwrite`` nor a checkpoint of it is resumed from; ``overwrite`` would
-            delete a path of ``keep`` or part of it.
+        ValueError: ``output_dir`` is a file; it holds a model that is not a run's (`output_model_problem`);
+            ``overwrite`` together with ``resume_from_checkpoint``; ``output_dir`` holds another run and neither
+            ``overwrite`` nor a checkpoint of it is resumed from; ``overwrite`` would delete a path of ``keep`` or
+            part of it.
     """
     folder = Path(output_dir)
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"output_dir {output_dir} is a file, not a folder: give the path of a folder (it is created "
                          "when missing), or move the file away")
+    problem = output_model_problem(output_dir, None)
+    if problem is not None:
+        raise ValueError(problem)
     if overwrite and resume_from_checkpoint is not None:
         raise ValueError(f"overwrite_output_dir: true deletes the previous run of {output_dir}, "
                          f"resume_from_checkpoint ({resume_from_checkpoint}) continues one: pass one of them, not both")
@@ -858,9 +902,14 @@ def training_run(trainer: Any, resume_from_checkpoint: str | bool | None) -> Ite
     checked against the trainer (`check_resume_point`, with the model's LoRA settings), or None.
 
     Raises:
-        ValueError: the folder is held by another run, or the checkpoint does not fit (see those functions).
+        ValueError: ``output_dir`` is the model trained from or holds another model (`output_model_problem`), the
+            folder is held by another run, or the checkpoint does not fit (see those functions).
     """
     output_dir = trainer.args.output_dir
+    model = getattr(trainer.model, "get_base_model", lambda: trainer.model)()
+    problem = output_model_problem(output_dir, getattr(model, "name_or_path", None) or None)
+    if problem is not None:  # before the folder is held (its lock file is a run's mark)
+        raise ValueError(problem)
     with holding_run_folder(output_dir, trainer.args.should_save):
         checkpoint = check_resume(resume_from_checkpoint, output_dir)
         check_resume_point(checkpoint, trainer.args, _trainer_lora(trainer.model))
@@ -870,5 +919,6 @@ def training_run(trainer: Any, resume_from_checkpoint: str | bool | None) -> Ite
 __all__ = ["ABANDONED", "FINAL_MARK", "LOCK_FILE", "RESUME_SETTINGS", "AlreadyFinished", "check_finished",
            "check_output_dir", "check_resume", "check_resume_point", "checkpoint_file_problem", "claim_run_folder",
            "complete_final_save", "final_model", "holding_run_folder", "last_checkpoint", "mark_final_save",
+           "model_files", "output_model_problem",
            "optimizer_restart_note", "paths_read", "release_run_folder", "resume_settings", "run_outputs",
            "set_aside_later_line", "start_final_save", "training_run", "unwritable"]

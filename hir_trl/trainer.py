@@ -22,7 +22,7 @@ from .card import HIR_PAPER, add_hir_section, card_dataset_name, card_fields, hi
 from .compat import check_argument_order, check_trainer_arguments
 from .configs import HiRConfig, check_batch_layout
 from .data.loading import check_prompt_lengths, normalize_dataset, prompt_length_limits
-from .guards import NonFiniteGuard, NothingTrainedGuard, check_enough_rows
+from .guards import NonFiniteGuard, NothingTrainedGuard, ZeroGradientGuard, check_enough_rows
 from .models.workarounds import (
     check_head_size,
     fix_colocate_weight_sync,
@@ -92,7 +92,9 @@ class HiRTrainer(GRPOTrainer):
             than ``"sum_then_normalize"`` (`hir_trl.step.rewards.trainer_reward`).
         hir_trl.guards.NothingTrainedError: (a `ValueError`) fewer training rows than one step's prompts
             (`hir_trl.guards.check_enough_rows`); raised by ``train()`` too when a run ends without an optimizer step
-            (`hir_trl.guards.NothingTrainedGuard`, a streaming dataset too short).
+            (`hir_trl.guards.NothingTrainedGuard`, a streaming dataset too short). A run whose every step had a
+            gradient of exactly zero logs a warning (``trainer.zero_gradient_guard``, `hir_trl.guards.ZeroGradientGuard`;
+            ``hir-trl train`` stops on it).
         hir_trl.models.MissingDependencyError: (an `ImportError`) ``use_vllm`` without vLLM installed.
         DatasetFormatError: (a `ValueError`) a training or evaluation row of no schema `load_hir_dataset` reads, or
             with a malformed field: the message names the row and the field; or a prompt too long to sample from
@@ -167,6 +169,8 @@ class HiRTrainer(GRPOTrainer):
             fix_colocate_weight_sync(self.vllm_generation)  # vLLM's CPU build repacks its weights
         self.add_callback(NonFiniteGuard())  # stop on a NaN/inf gradient, parameter or loss (`hir_trl.guards`)
         self.add_callback(NothingTrainedGuard())  # a run that ends without an optimizer step is an error
+        self.zero_gradient_guard = ZeroGradientGuard()  # a run whose every step's gradient was zero: told
+        self.add_callback(self.zero_gradient_guard)
         # KL in the reward (released code): HiR takes beta as the KL-in-reward coefficient, TRL's KL loss term off
         self.kl_coef = self.hir_passes.move_kl_to_reward() if args.kl_in_reward else 0.0
         limits = prompt_length_limits(  # a prompt must leave room to sample (`hir_trl.data.loading.check_prompt_lengths`)

@@ -8,6 +8,7 @@ model, as the SmolLM2 conversion does; the rest is model-free or uses that run's
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -76,12 +77,16 @@ def _with_record(run, tmp_path, **changes):
     return adapter
 
 
+def _sha256(path: Path) -> str:
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 # ------------------------------------------------------------------------------------ what every save records
 
 
 def test_every_save_records_the_hub_id_and_the_exact_base(run):
     expected = {"base_model_name_or_path": HUB_ID, "trained_on": str(run.base.resolve()),
-                "weights": {"model.safetensors": (run.base / "model.safetensors").stat().st_size}}
+                "weights": {"model.safetensors": _sha256(run.base / "model.safetensors")}}
     for folder in (run.out, run.out / "checkpoint-1"):
         assert json.loads((folder / "adapter_config.json").read_text())["base_model_name_or_path"] == HUB_ID
         assert json.loads((folder / ADAPTER_BASE_RECORD).read_text()) == expected, folder
@@ -115,7 +120,8 @@ def test_records_beside_each_adapter_and_nothing_for_a_full_model(tmp_path, monk
     assert written == [save / ADAPTER_BASE_RECORD, save / "second" / ADAPTER_BASE_RECORD]  # as peft lays them out
     record = json.loads(written[1].read_text())
     assert record == {"base_model_name_or_path": HUB_ID, "trained_on": str(base),
-                      "weights": {"model-00001-of-00002.safetensors": 2, "model-00002-of-00002.safetensors": 3}}
+                      "weights": {"model-00001-of-00002.safetensors": "sha256:" + hashlib.sha256(b"12").hexdigest(),
+                                  "model-00002-of-00002.safetensors": "sha256:" + hashlib.sha256(b"345").hexdigest()}}
     hub = trained_base(_fake_peft("org/model"))
     assert hub == {"base_model_name_or_path": "org/model", "trained_on": None, "weights": {}}
     assert trained_base(SimpleNamespace()) is None and write_adapter_base_records(save, SimpleNamespace()) == []
@@ -128,7 +134,10 @@ def test_records_beside_each_adapter_and_nothing_for_a_full_model(tmp_path, monk
 @pytest.mark.parametrize("damage, why", [
     (None, None),
     ("gone", "is gone"),
-    ("resized", "holds other weights (model.safetensors: 4 bytes, trained on 3)"),
+    ("resized", "holds other weights (model.safetensors: its content differs from the one trained on, "
+                "sha256:ba7816bf8f01...)"),
+    ("rewritten", "holds other weights (model.safetensors: its content differs from the one trained on, "
+                  "sha256:ba7816bf8f01...)"),
     ("removed", "no longer holds extra.bin"),
     ("added", "holds more.safetensors, which it did not when trained on"),
     ("emptied", "holds no weight files"),
@@ -143,6 +152,8 @@ def test_local_base_problem(tmp_path, damage, why):
         shutil.rmtree(base)
     elif damage == "resized":
         (base / "model.safetensors").write_bytes(b"abcd")
+    elif damage == "rewritten":  # the same name and size, other bytes
+        (base / "model.safetensors").write_bytes(b"abd")
     elif damage == "removed":
         (base / "extra.bin").unlink()
     elif damage == "added":
@@ -341,7 +352,7 @@ def test_resume_base_problem(tmp_path, local_base):
         assert problem == (f"{ckpt} was trained on {local_base} ({ADAPTER_BASE_RECORD}), and this run loads {loads}: "
                            f"pass --model_name_or_path {local_base}, or start a new run")
     (local_base / "model.safetensors").write_bytes(b"rebuilt!")  # the same folder, other weights
-    assert "which holds other weights (model.safetensors: 8 bytes, trained on 7)" in resume_base_problem(ckpt, same)
+    assert "which holds other weights (model.safetensors: its content differs" in resume_base_problem(ckpt, same)
     shutil.rmtree(local_base)
     assert resume_base_problem(ckpt, elsewhere) is None  # gone: a folder with the same weight files continues it
     assert resume_base_problem(ckpt, hub) is None  # gone: the same recorded base
@@ -378,3 +389,39 @@ def test_a_resume_on_another_base_is_one_line_through_the_cli_and_the_api(run, t
                 check_resume_point(str(out / "checkpoint-1"), args, {**lora, "base": trained_base(peft)})
         else:
             check_resume_point(str(out / "checkpoint-1"), args, {**lora, "base": trained_base(peft)})
+
+
+# ------------------------------------------------------------------------------------ the same base is the same bytes
+
+
+def test_a_base_of_the_same_names_and_sizes_but_other_bytes_is_another_base(tmp_path, local_base):
+    """Identity by content: a folder whose weight files have the names and sizes of the ones trained on, but other
+    bytes, is not the base trained on (neither for resuming nor for the merge of eval generate)."""
+    weights = weight_files(local_base)
+    assert weights == {"model.safetensors": _sha256(local_base / "model.safetensors")}
+    ckpt = _record(tmp_path / "ckpt", base_model_name_or_path=HUB_ID, trained_on=str(local_base), weights=weights)
+    lookalike = tmp_path / "lookalike"
+    lookalike.mkdir()
+    (lookalike / "model.safetensors").write_bytes(b"WEIGHTS")  # same name, same 7 bytes, other content
+    copy = Path(shutil.copytree(local_base, tmp_path / "copy"))
+    shutil.rmtree(local_base)  # the folder trained on is gone: only a true copy continues it
+    assert resume_base_problem(ckpt, {"base_model_name_or_path": "org/x", "trained_on": str(copy),
+                                      "weights": weight_files(copy)}) is None
+    problem = resume_base_problem(ckpt, {"base_model_name_or_path": "org/x", "trained_on": str(lookalike),
+                                         "weights": weight_files(lookalike)})
+    assert problem is not None and f"holds a LoRA adapter of {HUB_ID}" in problem
+    record = {"trained_on": str(lookalike), "weights": weights}
+    assert local_base_problem(record).startswith("holds other weights (model.safetensors: its content differs")
+
+
+def test_a_record_of_sizes_is_no_proof_of_the_same_weights(tmp_path, local_base):
+    """A record written before hashes (sizes) still tells a resized folder apart, and never vouches for another
+    folder by its sizes."""
+    from hir_trl.models.adapter_base import same_weights
+
+    sizes = {"model.safetensors": 7}
+    assert local_base_problem({"trained_on": str(local_base), "weights": sizes}) is None
+    assert local_base_problem({"trained_on": str(local_base), "weights": {"model.safetensors": 8}}) == (
+        "holds other weights (model.safetensors: 7 bytes, trained on 8)")
+    assert not same_weights(weight_files(local_base), sizes)
+    assert same_weights(weight_files(local_base), weight_files(local_base)) and not same_weights({}, {})

@@ -98,7 +98,8 @@ def test_post_init_runs_every_check_in_the_documented_order(tmp_path, monkeypatc
     HiRConfig(output_dir=str(tmp_path), bf16=False)
     assert ran == [c.__name__ for c in before] + ["TRL"] + [c.__name__ for c in after]
     assert ran == ["field_type_problem", "range_problem", "choice_problem", "training_problem", "batch_layout_problem",
-                   "credential_problem", "extra_kwargs_json_problem", "TRL", "refusal_problem", "judge_problem",
+                   "credential_problem", "extra_kwargs_json_problem", "TRL", "refusal_problem", "greedy_problem",
+                   "judge_problem",
                    "combination_problem", "batch_layout_problem"]
     doc, at = configs.validate.__doc__, 0
     for name in ran:  # the docstring lists them in the order they run

@@ -200,6 +200,12 @@ def test_ensure_reuses_and_refuses_another_model(tiny_gguf, tmp_path, monkeypatc
     assert not list(tmp_path.glob(".model.tmp-*"))
     with pytest.raises(ValueError, match="not the conversion of other.gguf"):
         ensure_gguf_checkpoint(tmp_path / "other.gguf", out)
+    same_name = tmp_path / "elsewhere" / path.name  # the same file name, other bytes: another model
+    same_name.parent.mkdir()
+    data = path.read_bytes()
+    same_name.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    with pytest.raises(ValueError, match=f"holds the conversion of another {path.name} \\(the sha256"):
+        ensure_gguf_checkpoint(same_name, out)
     (out / BUILD_RECORD).unlink()
     with pytest.raises(ValueError, match="holds another model"):
         ensure_gguf_checkpoint(path, out)

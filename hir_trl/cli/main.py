@@ -41,6 +41,7 @@ from ..run_folder import (  # the run-folder rules hir-trl train applies
     last_checkpoint,
     mark_final_save,
     optimizer_restart_note,
+    output_model_problem,
     paths_read,
     release_run_folder,
     set_aside_later_line,
@@ -202,7 +203,15 @@ def prepare_training(script_args, training_args, model_args, recipe: str | None 
                          "--build_model tiny, the folder the tiny model is built in)")
     if Path(training_args.output_dir).is_file():
         check_output_dir(training_args.output_dir, None, False)  # a file: one line, before resume looks inside
+    problem = output_model_problem(training_args.output_dir, model_args.model_name_or_path)
+    if problem is not None:  # the model trained from, or another model: before the folder is claimed (written)
+        raise ValueError(problem)
     check_trackers(training_args.report_to)
+    template = None
+    if script_args.chat_template is not None:  # read and parsed before anything is written
+        from ..data.chat import chat_template_text
+
+        template = chat_template_text(script_args.chat_template)
     writer = training_args.should_save  # the process that writes output_dir (one per node with save_on_each_node)
     claim_run_folder(training_args.output_dir, writer)  # the run holds its folder until `release_run_folder`
     # transformers takes a string as a path: "true" from the command line becomes the latest checkpoint's folder
@@ -262,12 +271,9 @@ def prepare_training(script_args, training_args, model_args, recipe: str | None 
     training_args.model_init_kwargs = model_init_kwargs
 
     processing_class = None
-    if script_args.chat_template is not None:  # the tokenizer GRPOTrainer would load, with the template set
+    if template is not None:  # the tokenizer GRPOTrainer would load, with the template set
         from transformers import AutoProcessor
 
-        from ..data.chat import chat_template_text
-
-        template = chat_template_text(script_args.chat_template)
         processing_class = AutoProcessor.from_pretrained(
             model_args.model_name_or_path, revision=model_args.model_revision, truncation_side="left",
             padding_side="left", trust_remote_code=training_args.trust_remote_code)
@@ -301,6 +307,8 @@ def run_training(trainer, dataset, script_args, training_args) -> None:
 
     Raises:
         TrainingInterrupted: Ctrl-C during training (the message names the last complete checkpoint).
+        hir_trl.guards.NothingTrainedError: every optimizer step had a gradient of exactly zero
+            (`hir_trl.guards.ZeroGradientGuard`); nothing more is saved.
     """
     from .summary import training_summary
 
@@ -310,6 +318,9 @@ def run_training(trainer, dataset, script_args, training_args) -> None:
         close_progress_bar(trainer)
         raise TrainingInterrupted(f"interrupted at step {trainer.state.global_step}; "
                                   f"{_resume_hint(training_args)}") from None
+    guard = getattr(trainer, "zero_gradient_guard", None)
+    if guard is not None:
+        guard.check()  # every step's gradient was zero: no final model, exit 2 (NothingTrainedError)
     start_final_save(training_args.output_dir, trainer.args.should_save)  # the final model counts once marked
     try:
         trainer.save_model(training_args.output_dir)

@@ -730,11 +730,11 @@ def sharding_from_files(config_file: str | None, deepspeed: Any,
     Raises:
         OSError, ValueError: a file that cannot be read or parsed (named).
     """
-    import yaml
+    from .recipes import load_recipe
 
     accelerate: dict[str, Any] = {}
     if config_file:
-        accelerate = yaml.safe_load(Path(config_file).read_text(encoding="utf-8")) or {}
+        accelerate = load_recipe(config_file) or {}
         if not isinstance(accelerate, dict):
             raise ValueError(f"{config_file} is no accelerate config (a YAML mapping)")
     kind = str(accelerate.get("distributed_type", "NO")).upper()
@@ -866,11 +866,14 @@ def make_plan(plan_args: PlanArguments, train_argv: Sequence[str], parse_train_a
     recipe plans on a machine without one.
 
     Raises:
-        ValueError, OSError: a bad recipe, flag or file (one line).
+        ValueError, OSError: a bad recipe, flag or file, a `PlanArguments` number out of range (one line).
     """
     from ..judge.prompt import JUDGE_PROMPT_TEMPLATE
     from .recipes import load_recipe
 
+    problem = plan_args_problem(plan_args)
+    if problem is not None:
+        raise ValueError(problem)
     train_argv = list(train_argv)
     recipe: Mapping[str, Any] = {}
     if "--config" in train_argv and train_argv.index("--config") + 1 < len(train_argv):
@@ -880,7 +883,8 @@ def make_plan(plan_args: PlanArguments, train_argv: Sequence[str], parse_train_a
     sharding, accelerate = sharding_from_files(plan_args.config_file, args.deepspeed, mixed_precision=half)
     if plan_args.zero_stage is not None:
         sharding = dataclasses.replace(sharding, kind="deepspeed", stage=plan_args.zero_stage)
-    processes = int(plan_args.num_processes or accelerate.get("num_processes") or 1)
+    processes = int(plan_args.num_processes if plan_args.num_processes is not None else
+                    accelerate.get("num_processes") or 1)
     if processes < 1:
         raise ValueError(f"num_processes must be >= 1, got {processes}")
     cpu = bool(accelerate.get("use_cpu")) or bool(args.use_cpu)
@@ -1035,12 +1039,41 @@ def make_plan(plan_args: PlanArguments, train_argv: Sequence[str], parse_train_a
     return "\n".join(out) + "\n", memory.fits
 
 
+#: ``(field, allowed, why)`` of the `PlanArguments` numbers: a value outside ``allowed`` (NaN and inf included) is
+#: refused, naming the flag (`plan_args_problem`).
+_PLAN_RANGES: tuple[tuple[str, Any, str], ...] = (
+    ("gpu_memory_gb", lambda v: v > 0, "a number > 0 (GiB of one GPU, e.g. 80)"),
+    ("num_processes", lambda v: v >= 1, "an integer >= 1 (processes, GPUs in all)"),
+    ("prompt_tokens", lambda v: v >= 1, "an integer >= 1 (tokens of a prompt)"),
+    ("step_seconds", lambda v: v > 0, "a number > 0 (seconds of one optimizer step)"),
+    ("judge_price_input", lambda v: v >= 0, "a number >= 0 (price per million input tokens)"),
+    ("judge_price_output", lambda v: v >= 0, "a number >= 0 (price per million output tokens)"),
+)
+
+
+def plan_args_problem(plan_args: PlanArguments) -> str | None:
+    """The first `PlanArguments` number out of its range (`_PLAN_RANGES`: memory <= 0, 0 processes, a negative
+    price, NaN or inf anywhere), as one line naming the flag; None when all are in range (or unset)."""
+    for name, allowed, why in _PLAN_RANGES:
+        value = getattr(plan_args, name)
+        if value is None:
+            continue
+        try:
+            ok = math.isfinite(value) and bool(allowed(value))
+        except TypeError:
+            ok = False
+        if not ok:
+            return f"--{name} must be {why}, got {value!r}"
+    return None
+
+
 def parse_plan_args(argv: Sequence[str]) -> tuple[PlanArguments, list[str]]:
     """Split ``hir-trl plan``'s arguments into `PlanArguments` and the ``train`` arguments; a launch command after
     ``--`` (`launch_command_args`) gives the launch shape the plan flags leave unset.
 
     Raises:
-        ValueError: a bad plan flag, or a launch command that trains nothing.
+        ValueError: a bad plan flag, a number out of its range (`plan_args_problem`), or a launch command that trains
+            nothing.
     """
     from transformers import HfArgumentParser
 
@@ -1073,6 +1106,9 @@ def parse_plan_args(argv: Sequence[str]) -> tuple[PlanArguments, list[str]]:
         for key in ("num_processes", "config_file", "zero_stage"):
             if getattr(plan_args, key) is None and key in shape:
                 setattr(plan_args, key, shape[key])
+    problem = plan_args_problem(plan_args)
+    if problem is not None:
+        raise ValueError(problem)
     return plan_args, rest
 
 

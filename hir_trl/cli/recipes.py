@@ -49,18 +49,45 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+#: The most values a recipe may hold once its YAML aliases (``*name``) are expanded: a recipe holds a few hundred;
+#: aliases of aliases grow without bound ("billion laughs") and would exhaust memory in whatever reads them.
+MAX_RECIPE_VALUES = 100_000
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """Values (scalars, lists, mappings) under ``node`` once every alias is expanded; an alias is the very node its
+    anchor marks, so each node is counted once (``sizes``) and the count stays linear in the file."""
+    if id(node) not in sizes:
+        sizes[id(node)] = 1  # a node that reaches itself (a recursive alias) counts once
+        children = [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else (
+            node.value if isinstance(node, yaml.SequenceNode) else [])
+        sizes[id(node)] = min(1 + sum(_expanded_size(child, sizes) for child in children), MAX_RECIPE_VALUES + 1)
+    return sizes[id(node)]
+
+
 def load_recipe(path: str | Path) -> Any:
-    """The parsed YAML of ``path``, refusing a key repeated within one mapping (at any depth).
+    """The parsed YAML of ``path``, refusing a key repeated within one mapping (at any depth), and a file whose
+    aliases expand to more than `MAX_RECIPE_VALUES` values or that nests deeper than Python can read.
 
     Raises:
         DuplicateKeyError: (a `ValueError`) a repeated key, naming the file, the key and both lines.
+        ValueError: aliases that expand without bound, or nesting too deep, naming the file.
         OSError: the file cannot be read; yaml.YAMLError: it is no YAML.
     """
     text = Path(path).read_text(encoding="utf-8")
     loader = _StrictLoader(text)
     loader.source = str(path)
     try:
-        return loader.get_single_data()
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_size(node, {}) > MAX_RECIPE_VALUES:
+            raise ValueError(f"{path}: its YAML aliases (*name) expand to more than {MAX_RECIPE_VALUES:,} values; a "
+                             "recipe is a flat list of options: write the values out")
+        return loader.construct_document(node)
+    except RecursionError:
+        raise ValueError(f"{path}: nests lists or mappings deeper than can be read; a recipe is a flat list of "
+                         "options") from None
     finally:
         loader.dispose()
 
@@ -144,6 +171,9 @@ def resolve_recipe_names(names: Sequence[str], root: Path | None = None) -> list
     shipped = list_recipes(root)
     selected: list[str] = []
     for raw in names:
+        if not raw.strip():
+            raise RecipeError("an empty recipe name selects nothing: give a file or folder as `hir-trl recipes` lists "
+                              "it (e.g. tiny/hir/config_cpu.yaml), or --all for every recipe")
         parts = [part for part in PurePosixPath(raw.replace("\\", "/")).parts if part not in (".", "/")]
         if parts[:1] == [RECIPES_DIR] and not (root / parts[0]).exists():
             parts = parts[1:]
@@ -172,10 +202,15 @@ def copy_recipes(names: Sequence[str], dest: str | Path, overwrite: bool = False
         ``(written, unchanged)``: the destination paths.
 
     Raises:
-        RecipeError: ``dest`` is a file, or a destination file differs and ``overwrite`` is off.
+        RecipeError: ``dest`` is empty or a file, a destination file differs and ``overwrite`` is off, or a
+            destination path is a symbolic link or leads outside ``dest`` through one (`hir_trl.errors.write_target_problem`).
         OSError: a file cannot be written.
     """
+    from ..errors import write_target_problem
+
     root = recipes_root() if root is None else root
+    if not str(dest).strip():
+        raise RecipeError("the destination folder is empty: give a folder (. for the current one)")
     dest = Path(dest)
     if dest.exists() and not dest.is_dir():
         raise RecipeError(f"{dest} is a file, not a folder: give the folder to copy the recipes into")
@@ -183,6 +218,9 @@ def copy_recipes(names: Sequence[str], dest: str | Path, overwrite: bool = False
     for name in names:
         source, target = root / name, dest / RECIPES_DIR / name
         data = source.read_bytes()
+        problem = write_target_problem(target, dest)
+        if problem is not None:
+            raise RecipeError(problem)
         if target.is_dir():
             raise RecipeError(f"{target} is a folder; remove it or give another destination")
         if target.exists():

@@ -85,21 +85,23 @@ def chat_template_text(value: str) -> str:
     or, holding ``{{`` or ``{%``, the template itself.
 
     Raises:
-        ValueError: one line: a template file that does not exist or cannot be read, or a value none of the above
-            reads (with the tokenizer's error).
+        ValueError: one line: a template file that does not exist or cannot be read, a template that does not parse
+            as Jinja (`template_problem`: the line and Jinja's message), or a value none of the above reads (with the
+            tokenizer's error).
     """
     from pathlib import Path
 
     import trl
 
     if "{{" in value or "{%" in value:
-        return value
+        return _parsed(value, "the template given")
     path = Path(value).expanduser()
     if path.suffix in (".jinja", ".j2"):
         try:
-            return path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ValueError(f"chat_template: cannot read {path}: {exc.strerror or exc}") from None
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"chat_template: cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+        return _parsed(text, str(path))
     shipped = Path(trl.__file__).parent / "chat_templates" / f"{value}.jinja"
     if "/" not in value and shipped.is_file():
         return shipped.read_text(encoding="utf-8")
@@ -113,4 +115,35 @@ def chat_template_text(value: str) -> str:
         raise ValueError(f"chat_template: {value!r} is no .jinja/.j2 file, no template TRL ships "
                          f"({', '.join(names[:6])}, ...: {len(names)} in trl/chat_templates) and no tokenizer with a "
                          f"chat template ({reason})") from None
+    return _parsed(template, f"the chat template of {value}") if isinstance(template, str) else template
+
+
+def template_problem(template: str) -> str | None:
+    """Why the Jinja text ``template`` does not compile as transformers compiles a chat template (its sandboxed
+    environment and extensions: `transformers.utils.chat_template_utils._compile_jinja_template`), as
+    ``"line N: <Jinja's message>"``; None when it compiles."""
+    import jinja2
+
+    try:
+        from transformers.utils.chat_template_utils import _compile_jinja_template
+    except ImportError:  # another transformers layout: Jinja's own parser with the loop-control tags
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        def _compile_jinja_template(text: str) -> object:
+            return ImmutableSandboxedEnvironment(extensions=["jinja2.ext.loopcontrols"]).from_string(text)
+    try:
+        _compile_jinja_template(template)
+    except jinja2.TemplateSyntaxError as exc:
+        return f"line {exc.lineno}: {exc.message}"
+    except jinja2.TemplateError as exc:
+        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return None
+
+
+def _parsed(template: str, where: str) -> str:
+    """``template``, or a `ValueError` naming ``where`` when it does not parse (`template_problem`)."""
+    problem = template_problem(template)
+    if problem is not None:
+        raise ValueError(f"chat_template: {where} does not parse as a Jinja template ({problem}); fix the "
+                         "template, or give a .jinja file or the name of a template TRL ships (e.g. qwen2_5)")
     return template

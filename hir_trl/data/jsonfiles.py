@@ -70,8 +70,34 @@ def _lone_surrogate(value: Any, where: str = "") -> tuple[str, str] | None:
     return None
 
 
+#: The most levels of nested lists and objects a row may have (`nesting_depth`): a chat row has five or six; deeper
+#: data is no row (Python's JSON parser and every walk over the row would recurse once per level).
+MAX_NESTING = 64
+_TOO_DEEP = (f"nests lists or objects more than {MAX_NESTING} levels deep: no data row is shaped like that; check "
+             "the file")
+
+
+def nesting_depth(value: Any, limit: int = MAX_NESTING) -> int:
+    """Levels of nested lists and objects in ``value`` (0 for a scalar), counted without recursion and up to
+    ``limit + 1`` (a deeper value stops the count)."""
+    deepest, todo = 0, [(value, 0)]
+    while todo:
+        item, depth = todo.pop()
+        children = item.values() if isinstance(item, Mapping) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth + 1)
+        if deepest > limit:
+            return deepest
+        todo.extend((child, depth + 1) for child in children)
+    return deepest
+
+
 def _checked(path: str | os.PathLike, record: Any, line: int | None, prefix: str = "") -> Any:
-    """``record``, or a `JSONFileError` naming the field that holds a lone surrogate escape."""
+    """``record``, or a `JSONFileError` naming a nesting deeper than `MAX_NESTING` or the field that holds a lone
+    surrogate escape."""
+    if nesting_depth(record) > MAX_NESTING:
+        raise JSONFileError(path, f"{prefix}{_TOO_DEEP}", line)
     found = _lone_surrogate(record)
     if found is not None:
         field, escape = found
@@ -88,7 +114,7 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[str, Any]]:
 
     Raises:
         JSONFileError: a line that does not parse (its line and column named; a first line ``[`` or ``{`` is
-            said to look like one JSON document), a string holding a lone surrogate escape (``\\ud800``; its line
+            said to look like one JSON document), a row nested more than `MAX_NESTING` levels deep, a string holding a lone surrogate escape (``\\ud800``; its line
             and field named), or a file that is not UTF-8. Raised when the iteration reaches it.
     """
     text = read_text(path)
@@ -97,6 +123,8 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[str, Any]]:
             continue
         try:
             record = json.loads(line)
+        except RecursionError:
+            raise JSONFileError(path, _TOO_DEEP, line_no) from None
         except json.JSONDecodeError as exc:
             hint = ("; the file looks like one JSON document, not JSON Lines: rename it to .json"
                     if line_no == 1 and line.strip() in ("[", "{") else "")
@@ -108,6 +136,8 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[str, Any]]:
 def _json_value(path: str | os.PathLike, text: str, pos: int) -> tuple[Any, int]:
     try:
         return json.JSONDecoder().raw_decode(text, pos)
+    except RecursionError:
+        raise JSONFileError(path, _TOO_DEEP, text.count("\n", 0, pos) + 1) from None
     except json.JSONDecodeError as exc:
         raise JSONFileError(path, f"does not parse as JSON ({exc.msg}, column {exc.colno})", exc.lineno) from None
 
@@ -118,7 +148,8 @@ def read_json(path: str | os.PathLike) -> Iterator[tuple[str, Any]]:
     A list item is located by the line it starts on; an item of ``data`` by its position in ``data``.
 
     Raises:
-        JSONFileError: an empty file, a file that does not parse (line and column named), a string holding a lone
+        JSONFileError: an empty file, a file that does not parse (line and column named), a row nested more than
+            `MAX_NESTING` levels deep, a string holding a lone
             surrogate escape (line and field named), one that holds more than one JSON value (said to look like JSON Lines), or one whose value is neither a list nor
             ``{"data": [...]}``. Raised when the iteration reaches it.
     """

@@ -44,7 +44,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -548,8 +548,55 @@ def _mixture(script: Any) -> Any:
         elif not path.exists() and _looks_local(entry.path) and entry.data_files is None:
             raise FileNotFoundError(f"datasets: dataset file {path} does not exist")
         entries.append(entry)
-    mixture = get_dataset(DatasetMixtureConfig(datasets=entries))["train"]
+    check_mixture_files(entries)
+    try:
+        mixture = get_dataset(DatasetMixtureConfig(datasets=entries))["train"]
+    except (ValueError, OSError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - datasets' and pyarrow's many error types: one line naming the mixture
+        raise ValueError(f"datasets: the mixture's entries cannot be read as one table "
+                         f"({(str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]})") from exc
     return normalize_dataset(mixture, "datasets", script.dataset_on_unverifiable)
+
+
+def _row_format(keys: set[str]) -> str:
+    return "HIR-16K" if "data_source" in keys else "native" if keys & {"task", "constraints"} else "unknown"
+
+
+def check_mixture_files(entries: Sequence[Any]) -> None:
+    """Read every local file of a dataset mixture (TRL's `DatasetConfig` entries: ``data_files`` a file or a list
+    of files) with this package's readers before `datasets` reads them as one table, so that a problem is one line
+    naming the file.
+
+    Raises:
+        DatasetFormatError: a file that does not read (a truncated or malformed line: the file and line named; a row
+            nested too deep), or two files whose rows are of different formats (HIR-16K and native) or columns, which
+            `datasets` cannot put in one table (both files and the difference named).
+    """
+    seen: list[tuple[Path, str, frozenset[str]]] = []
+    for entry in entries:
+        files = entry.data_files if isinstance(entry.data_files, (list, tuple)) else [entry.data_files]
+        for file in files:
+            if not isinstance(file, (str, os.PathLike)) or not Path(file).expanduser().is_file():
+                continue
+            path = Path(file).expanduser()
+            columns: set[str] = set()
+            for _, row in _read_file(path):
+                if isinstance(row, Mapping):
+                    columns |= set(row) if entry.columns is None else set(row) & set(entry.columns)
+            kind = _row_format(columns)
+            for other, other_kind, other_columns in seen:
+                if other_kind != kind:
+                    raise _file_error(path, f"datasets: its rows are {kind} rows and those of {other} {other_kind} "
+                                      "rows; a mixture's files must share one row format (convert one of them, or "
+                                      "train on them one at a time)")
+                if other_columns != columns:
+                    where, only = (path, sorted(columns - other_columns)) if columns - other_columns else (
+                        other, sorted(other_columns - columns))
+                    raise _file_error(path, f"datasets: its columns differ from those of {other} (only {where} has "
+                                      f"{', '.join(only)}); a mixture's files must have the same columns (give "
+                                      "'columns' in each entry to pick the shared ones)")
+            seen.append((path, kind, frozenset(columns)))
 
 
 def load_script_datasets(script: Any, *, evaluate: bool, seed: int) -> tuple[Any, Any]:

@@ -927,7 +927,8 @@ def _check_args(args: SynthArguments) -> None:
     Raises:
         ValueError: ``num_constraints`` or ``dataset_max_rows`` < 1, a family that is not registered, an ``output``
             that is the input file (its path, another spelling of it, a symbolic or hard link to it) or lies in the
-            input folder, or that is a folder or has another suffix than .jsonl, .json or .parquet.
+            input folder, that is a folder, a symbolic link or empty, or has another suffix than .jsonl, .json or
+            .parquet.
     """
     if args.num_constraints < 1:
         raise ValueError(f"--num_constraints must be >= 1, got {args.num_constraints}")
@@ -937,6 +938,8 @@ def _check_args(args: SynthArguments) -> None:
     if unknown:
         raise ValueError(f"--families: {', '.join(map(repr, unknown))} is no verifier family: choose from "
                          f"{', '.join(_families())} (a family of your own needs --verifier_modules)")
+    if not str(args.output).strip():
+        raise ValueError("--output is empty: give a file name ending in .jsonl, .json or .parquet")
     output = Path(args.output)
     source = Path(args.dataset_name)
     if output.exists() and source.exists() and (os.path.samefile(output, source)
@@ -949,6 +952,11 @@ def _check_args(args: SynthArguments) -> None:
                          "later run would read it as input; give an --output outside it")
     if output.is_dir():
         raise ValueError(f"--output {output} is a folder: give a file name ending in .jsonl, .json or .parquet")
+    from ..errors import write_target_problem
+
+    problem = write_target_problem(output)  # after the input checks, which name an input written over
+    if problem is not None:
+        raise ValueError(f"--output {problem}")
     if output.suffix not in (".jsonl", ".json", ".parquet"):
         raise ValueError(f"--output must end in .jsonl, .json or .parquet, got {output}")
 

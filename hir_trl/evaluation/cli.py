@@ -255,8 +255,20 @@ def parse_args(argv: Sequence[str]) -> Arguments:
 
 
 def _benchmark_spec(spec: str) -> tuple[str | None, str]:
-    """``NAME=PATH`` -> (NAME, PATH); a path that exists and holds ``=`` is a path."""
-    return tuple(spec.split("=", 1)) if "=" in spec and not Path(spec).exists() else (None, spec)  # type: ignore
+    """``NAME=PATH`` -> (NAME, PATH); a path that exists and holds ``=`` is a path.
+
+    Raises:
+        ValueError: an empty spec, or ``NAME=PATH`` with an empty (or blank) name or path, naming it.
+    """
+    if not spec.strip():
+        raise ValueError("--benchmark: an empty benchmark: give a file, a folder, a Hub id or NAME=PATH")
+    if "=" not in spec or Path(spec).exists():
+        return None, spec
+    name, path = spec.split("=", 1)
+    if not name.strip() or not path.strip():
+        raise ValueError(f"--benchmark {spec!r}: NAME=PATH needs both a name and a path "
+                         f"({'the path' if name.strip() else 'the name'} is empty), e.g. ifeval=data/ifeval.jsonl")
+    return name, path
 
 
 def _load_benchmarks(args: Arguments) -> list[Benchmark]:
@@ -344,17 +356,23 @@ def input_paths(args: Arguments) -> list[tuple[str, Path]]:
     return found
 
 
-def check_outputs(outputs: Sequence[tuple[str, Path]], inputs: Sequence[tuple[str, Path]]) -> None:
-    """Refuse outputs that would destroy an input or each other, before anything is read, generated or judged.
+def check_outputs(outputs: Sequence[tuple[str, Path]], inputs: Sequence[tuple[str, Path]],
+                  destination: Path | None = None) -> None:
+    """Refuse outputs that would destroy an input or each other, or write through a symbolic link, before anything
+    is read, generated or judged.
 
     Args:
         outputs: (what it is, path) of every file the command writes.
         inputs: (flag, path) of every file or folder it reads (`input_paths`).
+        destination: the folder the outputs are written in (``eval generate``'s ``--output_dir``), or None.
 
     Raises:
         ValueError: an output that is an input file (its path, another spelling, a symbolic or hard link), is an
-            existing folder, or is another output of this run.
+            existing folder, is another output of this run, is a symbolic link, or leads outside ``destination``
+            through one (`hir_trl.errors.write_target_problem`).
     """
+    from ..errors import write_target_problem
+
     for what, out in outputs:
         for flag, source in inputs:
             if _same_file(out, source):
@@ -366,6 +384,10 @@ def check_outputs(outputs: Sequence[tuple[str, Path]], inputs: Sequence[tuple[st
         for other_what, other in outputs[:i]:
             if _same_file(out, other):
                 raise ValueError(f"{what} and {other_what} are one file, {out}: choose another path for one of them")
+    for what, out in outputs:  # after the checks above, which name an input written over more precisely
+        problem = write_target_problem(out, destination)
+        if problem is not None:
+            raise ValueError(f"{what}: {problem}")
 
 
 def _writable_folder(folder: Path, flag: str) -> None:
@@ -505,18 +527,24 @@ def _check_model(model: str) -> None:
     """Refuse a ``--model_name_or_path`` that cannot be loaded, before anything is loaded: a path (``/``, ``./``,
     ``~``, or more than one ``/``) that does not exist (the Hub client would call it a malformed repo id), a file,
     or a folder with neither a model (``config.json``) nor a LoRA adapter (``adapter_config.json``), such as a
-    training run's folder holding only checkpoints.
+    training run's folder holding only checkpoints; offline (``HF_HUB_OFFLINE``), a name that is no local folder and
+    no model in the local Hub cache.
 
     Raises:
         FileNotFoundError, ValueError: naming the folder and the fix.
     """
     from ..data.loading import _looks_local
+    from .generation import _hub_cached, _hub_offline
 
     path = Path(model).expanduser()
     if not path.exists():
         if _looks_local(model):
             raise FileNotFoundError(f"--model_name_or_path {model}: no such checkpoint folder (give a local model "
                                     "directory or a Hub model id such as Qwen/Qwen2.5-7B-Instruct)")
+        if _hub_offline() and not _hub_cached(model):
+            raise FileNotFoundError(f"--model_name_or_path {model}: no such local folder ({path.absolute()}), and the "
+                                    "Hub is offline (HF_HUB_OFFLINE) with no model of that id in its local cache: "
+                                    "give the model folder's path, or download the model first")
         return
     if not path.is_dir():
         raise ValueError(f"--model_name_or_path {model} is a file: give the model's folder")
@@ -540,13 +568,15 @@ def run_generate(args: Arguments) -> int:
     _check_pass_k(args.pass_k, settings.num_samples)
     _check_plot(args.plot)
     sentence_tokenizer_name()  # the sentence splitter the scoring needs (NLTK's Punkt): set up now
+    if not str(args.output_dir).strip():
+        raise ValueError("--output_dir is empty: give the folder to write the responses and the report in")
     out_dir = Path(args.output_dir)
     inputs = input_paths(args)
     stale = check_output_dir(out_dir, args.overwrite_output_dir, inputs)
     benchmarks = _load_benchmarks(args)
     response_paths = [out_dir / responses_file_name(b.name) for b in benchmarks]
     check_outputs([*((f"--benchmark {b.name}'s responses", p) for b, p in zip(benchmarks, response_paths)),
-                   *report_paths(out_dir / "report.json", args.plot)], inputs)
+                   *report_paths(out_dir / "report.json", args.plot)], inputs, out_dir)
     if not args.allow_unknown:
         check_known(benchmarks)
     judge = _build_judge(args)
@@ -603,15 +633,35 @@ def run_generate(args: Arguments) -> int:
     return 0
 
 
+def read_report(path: str | Path) -> dict[str, Any]:
+    """The report ``eval score`` / ``eval generate`` wrote at ``path`` (its ``report.json``).
+
+    Raises:
+        ValueError: a file that is no UTF-8 JSON object with ``benchmarks`` (a responses ``.jsonl``, a table, another
+            JSON file, one nested too deep to read), naming the file and what to give instead.
+        OSError: the file cannot be opened.
+    """
+    hint = "eval compare takes the report.json files that eval score or eval generate write"
+    try:
+        with open(path, encoding="utf-8") as handle:
+            report = json.load(handle)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError; a document nested too deep
+        why = (f"it does not parse as one JSON document ({exc.msg}, line {exc.lineno})"
+               if isinstance(exc, json.JSONDecodeError) else "it is no UTF-8 text" if isinstance(
+                   exc, UnicodeDecodeError) else "it is nested too deeply to read")
+        looks = "; it looks like JSON Lines (a responses file?)" if str(path).endswith(".jsonl") else ""
+        raise ValueError(f"{path} is not a hir-trl eval report: {why}{looks}; {hint}") from None
+    if not isinstance(report, dict) or not isinstance(report.get("benchmarks"), dict):
+        raise ValueError(f"{path} is not a hir-trl eval report (no 'benchmarks'); {hint}")
+    return report
+
+
 def run_compare(args: Arguments) -> int:
     if args.names is not None and len(args.names) != len(args.reports):
         raise ValueError(f"--names gives {len(args.names)} names for {len(args.reports)} reports")
     runs = []
     for i, path in enumerate(args.reports):
-        with open(path, encoding="utf-8") as handle:
-            report = json.load(handle)
-        if not isinstance(report, dict) or "benchmarks" not in report:
-            raise ValueError(f"{path} is not a hir-trl eval report (no 'benchmarks')")
+        report = read_report(path)
         name = args.names[i] if args.names else (report.get("run_name") or Path(path).stem)
         runs.append((name, report))
     print(format_comparison(runs, metric=args.metric), end="")
@@ -640,7 +690,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 __all__ = ["COMMANDS", "check_output_dir", "check_outputs", "main", "make_parser", "parse_args", "previous_evaluation",
-           "responses_file_name"]
+           "read_report", "responses_file_name"]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -314,7 +314,12 @@ def _generate_transformers(prompts: Sequence[Messages], settings: GenerationSett
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(settings.model)
-    except (OSError, ValueError):
+    except (OSError, ValueError) as exc:
+        if lora_of is None and not Path(settings.model).expanduser().exists():  # a Hub id, or a folder mistyped
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            raise OSError(f"--model_name_or_path {settings.model}: no such local folder "
+                          f"({Path(settings.model).absolute()}), and loading it as a Hub model failed ({reason})"
+                          ) from exc
         if lora_of is None:
             raise
         tokenizer = AutoTokenizer.from_pretrained(lora_of)  # an adapter saved without its tokenizer

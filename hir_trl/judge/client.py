@@ -75,7 +75,8 @@ class JudgeError(RuntimeError):
 class JudgeUnavailableError(JudgeError):
     """Every request of a batch failed with an error no retry can fix (missing or wrong credentials, a 4xx other than
     408, 409 and 429, a server without log-probs in log-prob mode), none of them about its own prompt (too long,
-    refused): raised whatever ``failure_policy`` says, since every soft constraint of every step would count as
+    refused), or every answer of a batch of two or more was neither YES nor NO (a model that does not follow the judge
+    prompt): raised whatever ``failure_policy`` says, since every soft constraint of every step would count as
     unmet."""
 
 
@@ -236,6 +237,7 @@ class LiteLLMJudge:
                  failure_policy: str = "unsatisfied", cache_dir: str | os.PathLike | None = None,
                  logprobs: bool = False, top_logprobs: int = 5, max_tokens: int = 16, retry_backoff: float = 1.0,
                  retry_backoff_max: float = 30.0, extra_kwargs: Mapping[str, Any] | None = None) -> None:
+        api_key_env = api_key_env.strip() if isinstance(api_key_env, str) else api_key_env  # "NAME\n" is NAME
         problem = judge_settings_problem(model=model, api_key_env=api_key_env, max_concurrency=max_concurrency,
                                          timeout=timeout, max_retries=max_retries, temperature=temperature,
                                          failure_policy=failure_policy, retry_backoff=retry_backoff,
@@ -246,9 +248,10 @@ class LiteLLMJudge:
         problem = extra_kwargs_problem(extra_kwargs)
         if problem:
             raise ValueError(problem)
-        if api_key_env and api_key_env not in os.environ:
-            raise MissingJudgeKeyError(f"the judge's API key variable {env_name_for_message(api_key_env)} is not "
-                                       "set; export it, or set judge_api_key_env to '' for a server without "
+        if api_key_env and not os.environ.get(api_key_env, "").strip():
+            unset = "is not set" if api_key_env not in os.environ else "is set but empty (only blanks)"
+            raise MissingJudgeKeyError(f"the judge's API key variable {env_name_for_message(api_key_env)} {unset}; "
+                                       "export it, or set judge_api_key_env to '' for a server without "
                                        "authentication")
         self.model, self.api_base, self.api_key_env = model, api_base, api_key_env or None
         self.max_concurrency, self.timeout, self.max_retries = max_concurrency, float(timeout), max_retries
@@ -419,6 +422,12 @@ class LiteLLMJudge:
             raise JudgeUnavailableError(
                 f"the judge ({self.model}) failed on all {len(answered)} requests with an error no retry can fix; "
                 f"check judge_model, judge_api_base and judge_api_key_env; first error: {first}", failures)
+        garbage = [o for o in answered.values() if o.error is not None and o.error.startswith("JudgeParseError")]
+        if len(answered) >= 2 and len(garbage) == len(answered):
+            raise JudgeUnavailableError(
+                f"the judge ({self.model}) answered none of {len(answered)} requests with YES or NO, so it judges "
+                f"nothing: check judge_model and judge_api_base (is it a chat model that follows the judge prompt?); "
+                f"first error: {garbage[0].error[:200]}", failures)
         if failures:
             first = failures[0][1]
             if self.failure_policy == "raise":
@@ -480,7 +489,7 @@ class LiteLLMJudge:
         if self.api_base:
             kwargs["api_base"] = self.api_base
         if self.api_key_env:
-            kwargs["api_key"] = os.environ.get(self.api_key_env) or None
+            kwargs["api_key"] = api_key(self.api_key_env)
         elif self.api_base:  # a server without authentication; OpenAI's client refuses to send no key at all
             kwargs["api_key"] = NO_KEY
         if self.logprobs:
@@ -519,7 +528,16 @@ class LiteLLMJudge:
         return _Outcome(passed=passed, answer=self._redact(content))
 
     def _redact(self, text: str) -> str:
-        return redact(text, os.environ.get(self.api_key_env) if self.api_key_env else None)
+        key = api_key(self.api_key_env) if self.api_key_env else None
+        text = redact(text, os.environ.get(self.api_key_env) if self.api_key_env else None)
+        return redact(text, key) if key else text
+
+
+def api_key(api_key_env: str) -> str | None:
+    """The judge's API key: the value of the environment variable ``api_key_env`` without the blanks around it (a
+    key read from a file with ``$(cat key.txt)`` ends in a newline, which no HTTP header may hold), or None when it
+    is unset or blank."""
+    return os.environ.get(api_key_env, "").strip() or None
 
 
 def build_judge(args: HiRConfig) -> LiteLLMJudge | None:

@@ -250,6 +250,8 @@ def judge_settings_problem(*, model: str | None, api_key_env: str | None, max_co
     if model is not None and not isinstance(model, str):
         return f"judge_model must be a litellm model string, got {type(model).__name__}"
     fix = "put the key in an environment variable and give its NAME in judge_api_key_env; the value is not shown"
+    if isinstance(api_key_env, str):
+        api_key_env = api_key_env.strip()  # blanks around the name are no part of it (the judge strips them)
     if api_key_env and (not isinstance(api_key_env, str) or not _ENV_NAME.fullmatch(api_key_env)
                         or looks_like_credential(api_key_env)):
         # Do not echo the value: a user may have pasted the key itself here.

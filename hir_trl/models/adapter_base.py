@@ -4,8 +4,9 @@
   adapter works: the Hub id of a local copy when it is known (`adapter_base_name`; the SmolLM2 conversion records
   ``HuggingFaceTB/SmolLM2-135M-Instruct``), else the local base's absolute path, else the Hub id trained on.
 - `ADAPTER_BASE_RECORD` (``_hir_adapter_base.json``) beside it names the exact base trained on: the local folder's
-  absolute path (``trained_on``; None for a Hub model) and the byte size of each of its weight files (``weights``),
-  so that a folder rebuilt with other weights is told apart. peft ignores the file, and its name starts with ``_``,
+  absolute path (``trained_on``; None for a Hub model) and the sha256 of each of its weight files (``weights``,
+  `file_sha256`), so that a folder rebuilt with other weights is told apart by content, whatever their names and
+  sizes (a record written before hashes holds sizes, which are compared only with the folder trained on). peft ignores the file, and its name starts with ``_``,
   which transformers' Hub uploads (``push_to_hub``, ``hub_strategy``) leave out: a local path means nothing
   elsewhere, where the Hub id applies.
 
@@ -54,15 +55,50 @@ def record_adapter_base(model: Any) -> dict[str, str]:
     return changed
 
 
-def weight_files(folder: str | os.PathLike[str]) -> dict[str, int]:
-    """File name -> size in bytes of each weight file at the top of a model folder (``*.safetensors``, ``*.bin``
-    but ``training_args.bin``), sorted by name; empty for a folder without any."""
+#: sha256 of a file already hashed by this process, by (resolved path, inode, size, modification time in ns), kept
+#: only for files last written more than 2 s before they were hashed (a rewrite within one tick of the file system's
+#: clock keeps its mtime): a base's weights are hashed once per run, not at every checkpoint.
+_DIGESTS: dict[tuple[str, int, int, int], str] = {}
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """The sha256 of a file's bytes, as ``"sha256:<64 hex digits>"`` (read in 1 MiB chunks; remembered by this process
+    while the file's inode, size and modification time stay the same, `_DIGESTS`)."""
+    import hashlib
+    import time
+
+    path = Path(path)
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if key in _DIGESTS:
+        return _DIGESTS[key]
+    hasher = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            hasher.update(chunk)
+    digest = "sha256:" + hasher.hexdigest()
+    if time.time_ns() - stat.st_mtime_ns > 2_000_000_000:  # a file written just now may change within its mtime tick
+        _DIGESTS[key] = digest
+    return digest
+
+
+def weight_files(folder: str | os.PathLike[str]) -> dict[str, str]:
+    """File name -> content hash (`file_sha256`) of each weight file at the top of a model folder
+    (``*.safetensors``, ``*.bin`` but ``training_args.bin``), sorted by name; empty for a folder without any."""
     path = Path(folder)
     return {
-        p.name: p.stat().st_size
+        p.name: file_sha256(p)
         for p in sorted(path.iterdir())
         if p.is_file() and (p.suffix == ".safetensors" or (p.suffix == ".bin" and p.name != "training_args.bin"))
     }
+
+
+def same_weights(now: dict[str, Any], then: dict[str, Any]) -> bool:
+    """Whether two `weight_files` records hold the same files with the same content: the same names and sha256
+    hashes. A record written before hashes were recorded (sizes) matches nothing: sizes do not tell weights apart."""
+    return bool(now) and set(now) == set(then) and all(
+        isinstance(then[name], str) and now[name] == then[name] for name in now)
+
 
 
 def base_of(name_or_path: str) -> dict[str, Any]:
@@ -144,8 +180,8 @@ def read_adapter_base_record(folder: str | os.PathLike[str]) -> tuple[dict[str, 
 
 def local_base_problem(record: dict[str, Any]) -> str | None:
     """Why the folder a `ADAPTER_BASE_RECORD` names as trained on (``trained_on``) is not that base here any more
-    ("is gone", "holds no weight files", or the first weight file missing, added or of another size than recorded),
-    or None when it still holds the recorded weight files at their sizes."""
+    ("is gone", "holds no weight files", or the first weight file missing, added or whose sha256 differs from the
+    one recorded), or None when it still holds the recorded weight files, byte for byte."""
     folder = Path(record["trained_on"])
     if not folder.is_dir():
         return "is gone"
@@ -157,9 +193,16 @@ def local_base_problem(record: dict[str, Any]) -> str | None:
             return f"no longer holds {name}"
         if name not in then:
             return f"holds {name}, which it did not when trained on"
-        if now[name] != then[name]:
-            return f"holds other weights ({name}: {now[name]} bytes, trained on {then[name]})"
+        if isinstance(then[name], int):  # a record of sizes (before hashes were recorded): all it can tell
+            if (folder / name).stat().st_size != then[name]:
+                return f"holds other weights ({name}: {(folder / name).stat().st_size} bytes, trained on {then[name]})"
+        elif now[name] != then[name]:
+            return f"holds other weights ({name}: its content differs from the one trained on, {_short(then[name])})"
     return None
+
+
+def _short(digest: Any) -> str:
+    return f"{str(digest)[:19]}..." if isinstance(digest, str) else str(digest)
 
 
 def resume_base_problem(checkpoint: str | os.PathLike[str], current: dict[str, Any] | None) -> str | None:
@@ -174,7 +217,8 @@ def resume_base_problem(checkpoint: str | os.PathLike[str], current: dict[str, A
         One line naming the checkpoint, both bases and the fix, when the checkpoint was trained on a local folder
         that still holds its weights and this run loads another base; when that folder is this run's base but
         holds other weights now; or when its recorded base (``base_model_name_or_path``) differs from this run's
-        and this run's folder is no copy of the one trained on (weight files of the same sizes); else None.
+        and this run's folder is no copy of the one trained on (`same_weights`: the same sha256 of each weight
+        file); else None.
     """
     record, _ = read_adapter_base_record(checkpoint)
     if record is None or current is None:
@@ -193,8 +237,8 @@ def resume_base_problem(checkpoint: str | os.PathLike[str], current: dict[str, A
             f"{checkpoint} was trained on {was}, which {local_base_problem(record)} ({ADAPTER_BASE_RECORD}): "
             "put the weights trained on back there, or start a new run"
         )
-    if was is not None and current.get("weights") and current["weights"] == record.get("weights"):
-        return None  # the folder trained on is gone or changed, and this one holds weight files of the same sizes
+    if was is not None and current.get("weights") and same_weights(current["weights"], record.get("weights") or {}):
+        return None  # the folder trained on is gone or changed, and this one holds the very weights trained on
     recorded = record.get("base_model_name_or_path")
     if isinstance(recorded, str) and recorded and recorded != current.get("base_model_name_or_path"):
         return (
@@ -208,11 +252,13 @@ __all__ = [
     "ADAPTER_BASE_RECORD",
     "adapter_base_name",
     "base_of",
+    "file_sha256",
     "local_base_problem",
     "planned_base",
     "read_adapter_base_record",
     "record_adapter_base",
     "resume_base_problem",
+    "same_weights",
     "trained_base",
     "weight_files",
     "write_adapter_base_records",

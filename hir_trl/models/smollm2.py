@@ -171,6 +171,7 @@ def convert_gguf_checkpoint(gguf_file: str | os.PathLike[str], output_dir: str |
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     record = {"builder": "gguf", "gguf_file": source.name, "gguf_bytes": source.stat().st_size,
+              "gguf_sha256": _sha256(source),
               "parameters": sum(p.numel() for p in model.parameters())}
     if source.name in GGUF_ORIGINS:
         record["hub_id"] = GGUF_ORIGINS[source.name]
@@ -181,8 +182,9 @@ def convert_gguf_checkpoint(gguf_file: str | os.PathLike[str], output_dir: str |
 def ensure_gguf_checkpoint(gguf_file: str | os.PathLike[str], output_dir: str | os.PathLike[str]) -> Path:
     """`convert_gguf_checkpoint` once: reuse ``output_dir`` when it already holds the conversion of ``gguf_file``.
 
-    A directory with ``config.json`` is reused only when its `BUILD_RECORD` names the same GGUF file (by file
-    name), so a recipe never silently trains another model that happens to sit there. Concurrent callers are safe
+    A directory with ``config.json`` is reused only when its `BUILD_RECORD` names the same GGUF file: the same
+    sha256 of its bytes (a record without one, written before hashes were recorded: the same file name), so a recipe
+    never silently trains another model that happens to sit there. Concurrent callers are safe
     (see `build_once`).
 
     Returns:
@@ -195,18 +197,35 @@ def ensure_gguf_checkpoint(gguf_file: str | os.PathLike[str], output_dir: str | 
     path = Path(output_dir)
     if not (path / "config.json").is_file():
         build_once(path, lambda tmp: convert_gguf_checkpoint(gguf_file, tmp))
-    _check_build_record(path, Path(gguf_file).name)
+    _check_build_record(path, Path(gguf_file).name, gguf_file)
     return path
 
 
-def _check_build_record(path: Path, gguf_name: str) -> None:
-    """Raise ValueError unless ``path``'s `BUILD_RECORD` says it is the conversion of ``gguf_name``."""
+def _sha256(path: str | os.PathLike[str]) -> str:
+    """``"sha256:<hex>"`` of a file's bytes (as `hir_trl.models.adapter_base.file_sha256`, which imports this module)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return "sha256:" + digest.hexdigest()
+
+
+def _check_build_record(path: Path, gguf_name: str, gguf_file: str | os.PathLike[str] | None = None) -> None:
+    """Raise ValueError unless ``path``'s `BUILD_RECORD` says it is the conversion of ``gguf_name``: of the very
+    bytes of ``gguf_file`` (its sha256) when the file is given and the record holds a hash, else of that name."""
     record_path = path / BUILD_RECORD
     record = json.loads(record_path.read_text()) if record_path.is_file() else {}
     if record.get("gguf_file") != gguf_name:
         found = f"the conversion of {record['gguf_file']}" if record.get("gguf_file") else "another model"
         raise ValueError(f"{path} holds {found}, not the conversion of {gguf_name}: point model_name_or_path at "
                          f"another directory, or delete this one")
+    if gguf_file is not None and record.get("gguf_sha256") and Path(gguf_file).is_file():
+        if _sha256(gguf_file) != record["gguf_sha256"]:
+            raise ValueError(f"{path} holds the conversion of another {gguf_name} (the sha256 of {gguf_file} differs "
+                             "from the one converted): point model_name_or_path at another directory, or delete "
+                             "this one")
 
 
 def hub_origin(folder: str | os.PathLike[str]) -> str | None:
