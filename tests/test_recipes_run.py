@@ -25,10 +25,15 @@ RECIPES = recipes_run.training_recipes()
 IDS = [str(p.relative_to(recipes_run.RECIPES)) for p in RECIPES]
 
 
+def _completions_per_step(path) -> int:
+    recipe = recipes_run.read_recipe(path)
+    return int(recipe.get("per_device_train_batch_size", 8)) * int(recipe.get("gradient_accumulation_steps", 1))
+
+
 def _by_launch() -> dict[str, object]:
-    """One recipe per accelerate config (None: one process), the first in path order."""
+    """One recipe per accelerate config ("one process": none), the one with the fewest completions per step."""
     chosen: dict[str, object] = {}
-    for path in RECIPES:
+    for path in sorted(RECIPES, key=lambda p: (_completions_per_step(p), str(p))):
         launch = recipes_run.accelerate_config(path)
         chosen.setdefault(launch.name if launch else "one process", path)
     return chosen
