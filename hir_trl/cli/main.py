@@ -33,6 +33,7 @@ from ..errors import UsageError, command_parser, one_line, parse_command, split_
 from ..run_folder import (  # the run-folder rules hir-trl train applies
     AlreadyFinished,
     check_finished,
+    check_not_finished,
     check_output_dir,
     check_resume,
     check_resume_point,
@@ -219,24 +220,32 @@ def prepare_training(script_args, training_args, model_args, recipe: str | None 
     if script_args.overwrite_output_dir and requested not in (None, False, "", "false", "False"):
         check_output_dir(training_args.output_dir, str(requested), True)  # refused together, before any lookup
     training_args.resume_from_checkpoint = check_resume(requested, training_args.output_dir)
+    # true and no usable checkpoint (interrupted before its first one): the run starts again, its earlier start aside
+    from_start = requested in (True, "true", "True") and training_args.resume_from_checkpoint is None
     read = paths_read(script_args, training_args, model_args, recipe=recipe)  # overwrite deletes none of them
-    check_output_dir(training_args.output_dir, training_args.resume_from_checkpoint, script_args.overwrite_output_dir,
-                     keep=read, writer=writer)
+    if from_start:
+        check_not_finished(training_args.output_dir)
+    else:
+        check_output_dir(training_args.output_dir, training_args.resume_from_checkpoint,
+                         script_args.overwrite_output_dir, keep=read, writer=writer)
     unsaved = check_finished(training_args.resume_from_checkpoint, requested, training_args.output_dir,
                              training_args.max_steps)
     if unsaved is not None:  # at max_steps, the final save incomplete: write it, train nothing, exit 0
         raise AlreadyFinished(complete_final_save(training_args.resume_from_checkpoint, training_args.output_dir,
                                                   unsaved, writer))
     lora = (dict(r=model_args.lora_r, lora_alpha=model_args.lora_alpha, target_modules=model_args.lora_target_modules,
-                 base=planned_base(model_args.model_name_or_path, script_args.build_model)) if model_args.use_peft
+                 base=planned_base(model_args.model_name_or_path, script_args.build_model),
+                 model=model_args.model_name_or_path) if model_args.use_peft
             else None)  # base: the checkpoint's exact base, _hir_adapter_base.json
     check_resume_point(training_args.resume_from_checkpoint, training_args, lora)
     moved_to, moved = set_aside_later_line(training_args.resume_from_checkpoint, training_args.output_dir,
-                                           keep=list(read.values()), writer=writer)
+                                           keep=list(read.values()), writer=writer, from_start=from_start)
     if moved and writer:  # one line per folder moved in
         shown = ", ".join(moved if len(moved) <= 4 else [*moved[:2], "...", *moved[-1:]])
-        print(f"hir-trl train: resuming from {training_args.resume_from_checkpoint}: moved the later line aside to "
-              f"{moved_to} ({shown}), so that --resume_from_checkpoint true continues this one", file=sys.stderr)
+        start = (f"no usable checkpoint in {training_args.output_dir}, starting from step 0" if from_start else
+                 f"resuming from {training_args.resume_from_checkpoint}")
+        print(f"hir-trl train: {start}: moved the later line aside to {moved_to} ({shown}), so that "
+              "--resume_from_checkpoint true continues this one", file=sys.stderr)
     note = optimizer_restart_note(training_args.resume_from_checkpoint)
     if note is not None:
         print(f"hir-trl train: warning: {note}", file=sys.stderr)
