@@ -284,3 +284,23 @@ def test_real_smollm2_conversion(tmp_path):
         out_ids = model.generate(**enc, max_new_tokens=12, do_sample=False)
     answer = tokenizer.decode(out_ids[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
     assert "Paris" in answer
+
+
+@pytest.mark.parametrize("rank", [1, 3])
+def test_a_model_built_under_torch_distributed_is_written_on_whichever_rank_builds_it(tmp_path, monkeypatch, rank):
+    """`build_once`'s builder runs on the rank that takes the build lock first; transformers writes a model's files
+    on global rank 0 only once torch.distributed is initialized, so a build on another rank must still write them
+    (else the other ranks find no config.json: a race that failed 2-process launches)."""
+    from transformers.distributed import mixin
+
+    from hir_trl.models.tiny import build_tiny_model
+
+    monkeypatch.setattr(mixin, "_is_torch_distributed_initialized", lambda: True)
+    monkeypatch.setattr(mixin, "_get_torch_distributed_rank", lambda: rank)
+    built = models.build_once(tmp_path / "model", lambda tmp: build_tiny_model(tmp, ["a note about rain"] * 4,
+                                                                              vocab_size=300))
+    assert (built / "config.json").is_file() and list(built.glob("*.safetensors"))
+    # the class's own rule is back after the build: a save on this (non-zero) rank writes nothing
+    model = AutoModelForCausalLM.from_pretrained(built)
+    model.save_pretrained(tmp_path / "again")
+    assert not (tmp_path / "again" / "config.json").exists()

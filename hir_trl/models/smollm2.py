@@ -40,6 +40,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .workarounds import saved_by_this_process
+
 #: ``build_model`` choices (see the module docstring).
 BUILD_MODEL_CHOICES: tuple[str, ...] = ("tiny", "smollm2")
 
@@ -168,7 +170,8 @@ def convert_gguf_checkpoint(gguf_file: str | os.PathLike[str], output_dir: str |
 
     path = Path(output_dir)
     path.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(path)
+    with saved_by_this_process(model):  # built on whichever rank took build_once's lock
+        model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     record = {"builder": "gguf", "gguf_file": source.name, "gguf_bytes": source.stat().st_size,
               "gguf_sha256": _sha256(source),

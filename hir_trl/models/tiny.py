@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from .workarounds import saved_by_this_process
+
 #: ChatML special tokens, in id order (ids 0, 1, 2 of the trained vocabulary).
 PAD_TOKEN = "<|endoftext|>"
 IM_START = "<|im_start|>"
@@ -251,7 +253,8 @@ def build_tiny_model(
 
     path = Path(output_dir)
     path.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(path)
+    with saved_by_this_process(model):  # built on whichever rank took build_once's lock
+        model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
 

@@ -85,6 +85,20 @@ def weights_on_each_node(model: Any, args: Any, state_dict: Any = None) -> Itera
     if not needed:
         yield
         return
+    with saved_by_this_process(model):
+        yield
+
+
+@contextmanager
+def saved_by_this_process(model: Any) -> Iterator[None]:
+    """Let ``model.save_pretrained`` write its files on this process, whatever its global rank (transformers 5 writes
+    on global rank 0 only once torch.distributed is initialized, `should_save_on_this_rank`). For a caller that has
+    chosen the writing process itself: `weights_on_each_node`, and the model builders behind
+    `hir_trl.models.smollm2.build_once`, whose builder runs on whichever rank takes the build lock first. A model
+    without that method is left as it is."""
+    if not hasattr(type(model), "should_save_on_this_rank"):
+        yield
+        return
     model.should_save_on_this_rank = lambda is_main_process: is_main_process  # shadows the method for this save
     try:
         yield
