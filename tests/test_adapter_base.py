@@ -16,9 +16,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from hir_trl.cli.eval import main as eval_main
 from hir_trl.cli.main import main
 from hir_trl.evaluation import generation
-from hir_trl.evaluation.cli import main as eval_main
 from hir_trl.evaluation.generation import GenerationSettings, choose_lora_base, generate_responses, merge_lora
 from hir_trl.models.adapter_base import (
     ADAPTER_BASE_RECORD,

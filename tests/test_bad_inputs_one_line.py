@@ -14,13 +14,13 @@ from types import SimpleNamespace
 
 import pytest
 
+from hir_trl.cli import eval as eval_cli
 from hir_trl.cli.plan import PlanArguments, make_plan, plan_args_problem
 from hir_trl.cli.recipes import MAX_RECIPE_VALUES, load_recipe
 from hir_trl.configs import HiRConfig, HiRScriptArguments
 from hir_trl.data.chat import chat_template_text, template_problem
 from hir_trl.data.jsonfiles import MAX_NESTING, JSONFileError, nesting_depth, read_jsonl
 from hir_trl.data.loading import DatasetFormatError, load_hir_dataset, load_script_datasets
-from hir_trl.evaluation import cli as eval_cli
 from hir_trl.guards import check_rewards
 
 from .testing_utils import (
@@ -414,7 +414,7 @@ def test_a_reward_function_returning_booleans_counts_them_as_one_and_zero():
 
 
 def test_an_empty_output_of_eval_generate_or_synth_is_one_line(tmp_path, capsys, monkeypatch):
-    from hir_trl.data.synth import main as synth_main
+    from hir_trl.cli.synth import main as synth_main
 
     monkeypatch.chdir(tmp_path)
     bench = _jsonl(tmp_path / "bench.jsonl", [{"key": "k1", "prompt": "P1", "instruction_id_list":

@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from hir_trl.data import synth
-from hir_trl.errors import UsageError, split_config_flag
-from hir_trl.evaluation import cli as eval_cli
+from hir_trl.cli import eval as eval_cli
+from hir_trl.cli import synth
+from hir_trl.cli.parser import UsageError, split_config_flag
 
 from .testing_utils import TINY_RECIPE
 

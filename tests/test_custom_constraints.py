@@ -274,7 +274,7 @@ def test_hir_eval_scores_a_registered_family_strict_and_loose(tmp_path):
 
 
 def test_eval_cli_imports_verifier_modules_and_reads_family_ids_in_ifeval_rows(tmp_path, capsys):
-    from hir_trl.evaluation import main
+    from hir_trl.cli.eval import main
 
     module = tmp_path / "acme_rules.py"
     module.write_text("from hir_trl import register_verifier\n\n"
@@ -327,7 +327,9 @@ def test_synth_samples_registered_ids_with_a_description(tmp_path, capsys):
     # the built-in families alone give the same rows as before registering anything
     assert synth.synthesize(["Describe a kettle."] * 3, 2, 0) == synth.synthesize(["Describe a kettle."] * 3, 2, 0,
                                                                                    families=["ifeval", "ifbench"])
-    assert synth.main(["--dataset_name", "x.jsonl", "--output", "y.jsonl", "--verifier_modules", "no_such_xyz"]) == 2
+    from hir_trl.cli.synth import main as synth_main
+
+    assert synth_main(["--dataset_name", "x.jsonl", "--output", "y.jsonl", "--verifier_modules", "no_such_xyz"]) == 2
     assert "cannot import 'no_such_xyz'" in capsys.readouterr().err
 
 

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from hir_trl.evaluation import cli as eval_cli
+from hir_trl.cli import eval as eval_cli
 from hir_trl.evaluation import generation
 from hir_trl.evaluation.generation import GenerationSettings, generate_responses, lora_base, merge_lora
 

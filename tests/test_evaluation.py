@@ -20,13 +20,13 @@ from types import SimpleNamespace
 
 import pytest
 
+from hir_trl.cli.eval import main
 from hir_trl.evaluation import (
     GenerationSettings,
     evaluate,
     format_comparison,
     generate_responses,
     load_benchmark,
-    main,
     pass_at_k,
     read_responses,
     score,

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from hir_trl import HiRConfig, HiRTrainer, load_hir_dataset
+from hir_trl.cli import eval as eval_cli
 from hir_trl.cli.recipes import RecipeError, copy_recipes
 from hir_trl.cli.recipes import main as recipes_main
-from hir_trl.data.synth import main as synth_main
+from hir_trl.cli.synth import main as synth_main
 from hir_trl.errors import check_write_targets, write_target_problem
-from hir_trl.evaluation import cli as eval_cli
 from hir_trl.run_folder import model_files, output_model_problem
 
 from .testing_utils import SAMPLE_DATA, TINY_RECIPE, assert_one_line_error

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from hir_trl import load_hir_dataset
+from hir_trl.cli.synth import main
 from hir_trl.data.synth import (
     EXCLUSIVE,
     FAMILY_IDS,
@@ -17,7 +18,6 @@ from hir_trl.data.synth import (
     compatible,
     conflicts,
     length_bounds,
-    main,
     numeric_compatible,
     read_prompts,
     synthesize,

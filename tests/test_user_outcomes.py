@@ -23,8 +23,8 @@ import tomllib
 import yaml
 
 from hir_trl import HiRConfig, HiRTrainer, load_hir_dataset, register_verifier
+from hir_trl.cli.eval import main as eval_main
 from hir_trl.cli.summary import training_summary
-from hir_trl.evaluation import main as eval_main
 from hir_trl.evaluation.benchmarks import load_benchmark
 from hir_trl.evaluation.scoring import ResponsesFormatError, read_responses, score
 from hir_trl.guards import (

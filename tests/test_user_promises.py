@@ -394,7 +394,7 @@ def _eval_files(tmp_path, prompts, lines, name="bench.jsonl", newline="\n", base
 
 
 def _score(capsys, tmp_path, bench, responses, *extra):
-    from hir_trl.evaluation import main as eval_main
+    from hir_trl.cli.eval import main as eval_main
 
     report = tmp_path / "report.json"
     code = eval_main(["score", "--benchmark", str(bench), "--responses", str(responses), "--output", str(report),
@@ -558,7 +558,7 @@ def test_an_unregistered_family_hints_at_verifier_modules(tmp_path, capsys, fami
 
 @pytest.mark.parametrize("how", ["same", "relative", "dotted", "symlink", "hardlink"])
 def test_synth_refuses_to_write_over_its_input(tmp_path, capsys, monkeypatch, how):
-    from hir_trl.data.synth import main as synth_main
+    from hir_trl.cli.synth import main as synth_main
 
     source = tmp_path / "prompts.jsonl"
     source.write_text("".join(json.dumps({"prompt": f"Write about {w}.", "extra": w}) + "\n" for w in ("rain", "sun")))
@@ -584,7 +584,7 @@ def test_synth_refuses_to_write_over_its_input(tmp_path, capsys, monkeypatch, ho
     ({"description": lambda n: 3, "sample_kwargs": lambda rng, task: {"n": 3}}, "not a string"),
 ])
 def test_a_bad_synth_description_or_sampler_is_one_line_naming_it(tmp_path, capsys, kwargs, fragment):
-    from hir_trl.data.synth import main as synth_main
+    from hir_trl.cli.synth import main as synth_main
 
     register_verifier("acme", "words", lambda response, n: len(response.split()) <= n, **kwargs)
     source = tmp_path / "prompts.jsonl"

@@ -31,7 +31,7 @@ def train_options() -> set[str]:
     from trl import ModelConfig
 
     from ..configs import HiRConfig, HiRScriptArguments
-    from ..errors import command_parser
+    from .parser import command_parser
 
     parser = command_parser((HiRScriptArguments, HiRConfig, ModelConfig), "hir-trl train")
     return {*parser._option_string_actions, "--config", "--debug"}

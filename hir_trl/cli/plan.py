@@ -861,8 +861,8 @@ def _num(value: float | None, digits: int = 0) -> str:
 def make_plan(plan_args: PlanArguments, train_argv: Sequence[str], parse_train_args) -> tuple[str, bool | None]:
     """The plan of a launch as text, and the verdict (True: fits; False: does not; None: no ``gpu_memory_gb``).
 
-    ``train_argv`` is parsed by ``parse_train_args``, ``hir-trl train``'s own parser (`hir_trl.cli.main`, which
-    passes it: the recipe's keys and flags); ``bf16`` / ``fp16`` are read as requested and parsed off, so that a GPU
+    ``train_argv`` is parsed by ``parse_train_args``, ``hir-trl train``'s own parser
+    (`hir_trl.cli.train.parse_train_args`: the recipe's keys and flags); ``bf16`` / ``fp16`` are read as requested and parsed off, so that a GPU
     recipe plans on a machine without one.
 
     Raises:
@@ -1120,17 +1120,23 @@ def launch_shape(launch_args: Sequence[str]) -> dict[str, Any]:
     return launch_command_args(["accelerate", "launch", *launch_args, "-m", "hir_trl.cli", "train"])[0]
 
 
-def main(argv: Sequence[str], parse_train_args, quiet_warnings: Sequence[str] = ()) -> int:
+def main(argv: Sequence[str] | None = None, parse_train_args=None, quiet_warnings: Sequence[str] | None = None) -> int:
     """``hir-trl plan``: print the plan; exit 0 when it fits (or no verdict was asked), 1 when it does not fit, 2 on
     a user error (one line: a bad flag, recipe value or file).
 
-    ``parse_train_args`` (``hir-trl train``'s parser) and ``quiet_warnings`` (FutureWarning messages to hide) come
-    from `hir_trl.cli.main`, which this module does not import."""
+    ``parse_train_args`` (default: ``hir-trl train``'s parser, `hir_trl.cli.train.parse_train_args`) and
+    ``quiet_warnings`` (FutureWarning messages to hide; default: those ``hir-trl train`` hides) come from
+    `hir_trl.cli.train` unless given."""
     import yaml
 
     from ..errors import one_line
 
-    argv = list(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if parse_train_args is None or quiet_warnings is None:
+        from . import train
+
+        parse_train_args = train.parse_train_args if parse_train_args is None else parse_train_args
+        quiet_warnings = train._UNACTIONABLE_WARNINGS if quiet_warnings is None else quiet_warnings
     if argv[:1] in (["-h"], ["--help"]):
         from transformers import HfArgumentParser
 

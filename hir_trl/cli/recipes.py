@@ -2,7 +2,7 @@
 
 PyYAML's loaders keep the last value of a repeated key without a word, so a recipe that sets ``learning_rate``
 twice trains with whichever comes last. `check_recipe` reads the file with a loader that refuses the second
-occurrence, naming both lines; `hir_trl.cli.main.parse_train_args` calls it before TRL's parser reads the recipe.
+occurrence, naming both lines; `hir_trl.cli.train.parse_train_args` calls it before TRL's parser reads the recipe.
 
 The repository's ``recipes/`` folder (training configs, their data, accelerate and DeepSpeed configs) ships inside
 the package as ``hir_trl/recipes_data`` (pyproject.toml maps it there at build time). ``hir-trl recipes`` lists

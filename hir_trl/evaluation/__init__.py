@@ -6,7 +6,7 @@
   CLA), their mean and standard deviation over samples, pass@k, breakdowns and the per-row verdicts.
 - `generate_responses` samples responses with vLLM (GPU) or transformers ``generate``.
 - `format_report`, `format_comparison` (the paper's Table 1 layout) and `plot_categories` render reports.
-- `main` is the ``hir-trl eval`` command (``score``, ``generate``, ``compare`` / ``--compare``).
+- The ``hir-trl eval`` command (``score``, ``generate``, ``compare`` / ``--compare``) is `hir_trl.cli.eval`.
 
 Python use::
 
@@ -27,7 +27,6 @@ from .benchmarks import (
     detect_format,
     load_benchmark,
 )
-from .cli import main, make_parser
 from .generation import GenerationSettings, choose_backend, generate_responses
 from .report import TABLE1_BENCHMARKS, format_benchmark, format_comparison, format_report, plot_categories
 from .scoring import (
@@ -66,8 +65,6 @@ __all__ = [
     "format_report",
     "generate_responses",
     "load_benchmark",
-    "main",
-    "make_parser",
     "pass_at_k",
     "plot_categories",
     "read_responses",

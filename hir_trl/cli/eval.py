@@ -8,7 +8,7 @@
     hir-trl eval compare  base.json trained.json        (also: hir-trl eval --compare base.json trained.json)
 
 Options are the fields of the dataclasses below, parsed as ``hir-trl train`` and ``trl grpo`` parse theirs (TRL's
-`TrlParser`; `hir_trl.errors.command_parser`): ``--snake_case`` as TRL spells them, ``--kebab-case`` accepted too,
+`TrlParser`; `hir_trl.cli.parser.command_parser`): ``--snake_case`` as TRL spells them, ``--kebab-case`` accepted too,
 ``--config FILE`` (or ``--config=FILE``) a YAML file of the same keys. The names are those of ``hir-trl train``
 for the same things: ``model_name_or_path`` (also ``--model``), ``output_dir``, ``seed``, ``run_name``,
 ``verifier_modules`` and every ``judge_*`` option; ``max_completion_length``, ``num_generations``,
@@ -35,14 +35,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError, command_parser, one_line, parse_command
+from ..errors import one_line
+from ..evaluation.benchmarks import FORMATS, Benchmark, _slug, load_benchmark
+from ..evaluation.generation import BACKENDS, DTYPES, GenerationSettings, choose_backend, generate_responses, lora_base
+from ..evaluation.report import format_comparison, format_report, plot_categories
+from ..evaluation.scoring import ResponseSet, check_known, check_responses_fit, read_responses, score
 from ..judge import JudgeError
 from ..verifiers.registry import import_verifier_modules
 from ..verifiers.text import SPLITTERS, SentenceTokenizerError, sentence_tokenizer_name, set_sentence_splitter
-from .benchmarks import FORMATS, Benchmark, _slug, load_benchmark
-from .generation import BACKENDS, DTYPES, GenerationSettings, choose_backend, generate_responses, lora_base
-from .report import format_comparison, format_report, plot_categories
-from .scoring import ResponseSet, check_known, check_responses_fit, read_responses, score
+from .parser import UsageError, command_parser, parse_command
 
 
 @dataclass
@@ -534,7 +535,7 @@ def _check_model(model: str) -> None:
         FileNotFoundError, ValueError: naming the folder and the fix.
     """
     from ..data.loading import _looks_local
-    from .generation import _hub_cached, _hub_offline
+    from ..evaluation.generation import _hub_cached, _hub_offline
 
     path = Path(model).expanduser()
     if not path.exists():
