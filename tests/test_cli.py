@@ -237,8 +237,25 @@ def test_a_tracker_that_is_not_installed_is_one_line_before_anything_loads(tmp_p
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err, err
-    assert "report_to: wandb is not installed: pip install wandb (and log in), or pass --report_to none" in err
+    assert ("report_to: wandb is not installed: pip install 'hir-trl[trackers]' (and log in), or pass --report_to "
+            "none") in err
     assert not (tmp_path / "model").exists() and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("trackers, install", [
+    (["trackio"], "pip install 'hir-trl[trackers]'"),
+    (["comet_ml"], "pip install comet-ml"),
+    (["wandb", "comet_ml"], "pip install 'hir-trl[trackers]' and pip install comet-ml")])
+def test_a_missing_tracker_names_the_extra_that_installs_it_or_its_package(trackers, install, monkeypatch):
+    import transformers.integrations
+
+    from hir_trl.cli.train import check_trackers
+
+    monkeypatch.setattr(transformers.integrations, "get_available_reporting_integrations", lambda: ["tensorboard"])
+    with pytest.raises(ValueError) as raised:
+        check_trackers(trackers)
+    assert f"report_to: {', '.join(trackers)} is not installed: {install} (and log in)" in str(raised.value)
+    check_trackers(["tensorboard", "none"])  # installed ones, and none, pass
 
 
 @pytest.mark.slow

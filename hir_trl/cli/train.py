@@ -121,6 +121,8 @@ def check_model_path(model_name_or_path: str, build_model: str | None) -> None:
                             "build a tiny model there)")
 #: The pip package of each ``report_to`` tracker whose name differs from its package.
 TRACKER_PACKAGES = {"azure_ml": "azureml-core", "comet_ml": "comet-ml", "tensorboard": "tensorboard"}
+#: The trackers hir-trl's ``[trackers]`` extra installs (pyproject.toml).
+TRACKERS_EXTRA = ("wandb", "trackio")
 
 
 def check_trackers(report_to) -> None:
@@ -136,8 +138,11 @@ def check_trackers(report_to) -> None:
     available = set(get_available_reporting_integrations())
     missing = [name for name in wanted if name not in ("none", "all") and name not in available]
     if missing:
-        packages = " ".join(TRACKER_PACKAGES.get(name, name) for name in missing)
-        raise ValueError(f"report_to: {', '.join(missing)} is not installed: pip install {packages} (and log in), "
+        extra = [name for name in missing if name in TRACKERS_EXTRA]
+        others = " ".join(TRACKER_PACKAGES.get(name, name) for name in missing if name not in TRACKERS_EXTRA)
+        install = " and ".join((["pip install 'hir-trl[trackers]'"] if extra else [])
+                               + ([f"pip install {others}"] if others else []))
+        raise ValueError(f"report_to: {', '.join(missing)} is not installed: {install} (and log in), "
                          "or pass --report_to none")
 
 
