@@ -129,7 +129,7 @@ def extend_batch(output: dict[str, Any], new_rows: Sequence[NewRow], supplement:
         output: super's `_generate_and_score_completions` output (B rows).
         new_rows: the new rows (`plan_new_rows`).
         supplement: the supplementary samples' per-row tensors (keys of `ROW_KEYS`,
-            `hir_trl.step.state.SupplementarySamples.tensors`), or None.
+            the ``tensors`` of a `hir_trl.step.state.SupplementarySamples`), or None.
         q_prime_ids: the token ids of each replay's q', in the order of the replays in ``rows``.
         pad_token_id: the tokenizer's pad token (prompts are left-padded, completions right-padded with it).
         pad_to_multiple_of: TRL's ``pad_to_multiple_of`` for the prompt width.
