@@ -23,7 +23,6 @@ from .compat import check_argument_order, check_trainer_arguments
 from .configs import HiRConfig, check_batch_layout
 from .data.loading import check_prompt_lengths, normalize_dataset, prompt_length_limits
 from .guards import NonFiniteGuard, NothingTrainedGuard, ZeroGradientGuard, check_enough_rows
-from .hub_upload import hub_upload, warn_hub_upload
 from .models.adapter_base import record_adapter_base, write_adapter_base
 from .models.workarounds import (
     check_head_size,
@@ -32,7 +31,7 @@ from .models.workarounds import (
     vllm_runs_on_cpu,
     weights_on_each_node,
 )
-from .run_folder import resume_settings, training_run
+from .run_folder import hub_upload, resume_settings, training_run, warn_hub_upload
 from .step.advantages import TRL_ESTIMATOR
 from .step.algorithm import hir_generation_batch, trl_generation_batch
 from .step.replay import HIR_STATE_FILE, restore_checkpoint_state, save_checkpoint_state
@@ -343,13 +342,13 @@ class HiRTrainer(GRPOTrainer):
 
     def push_to_hub(self, *args: Any, **kwargs: Any) -> Any:
         """Override of `transformers.Trainer.push_to_hub`: super's, leaving the completion logs out of the upload
-        when ``push_completions`` is off (`hir_trl.hub_upload.hub_upload`)."""
+        when ``push_completions`` is off (`hir_trl.run_folder.hub_upload`)."""
         with hub_upload(self.args):
             return super().push_to_hub(*args, **kwargs)
 
     def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
         """Override of `transformers.Trainer._push_from_checkpoint` (``hub_strategy`` uploads at each save): super's,
-        leaving the completion logs out when ``push_completions`` is off (`hir_trl.hub_upload.hub_upload`)."""
+        leaving the completion logs out when ``push_completions`` is off (`hir_trl.run_folder.hub_upload`)."""
         with hub_upload(self.args):
             super()._push_from_checkpoint(checkpoint_folder)
 

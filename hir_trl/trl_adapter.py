@@ -42,7 +42,8 @@ class TRLPasses:
     ``extra_reward_funcs``) and TRL's state (the models, the accelerator, ``_tokenizer``, ``_metrics``, ``_logs``,
     ``async_loop``); runs no-grad passes through TRL's ``_get_per_token_logps_and_entropies`` and supplementary
     samples through `GRPOTrainer`'s own ``_generate_and_score_completions`` (not HiR's override). The records a save
-    writes and what an upload carries are not TRL's state: `hir_trl.models.adapter_base`, `hir_trl.hub_upload`.
+    writes and what an upload carries are not TRL's state: `hir_trl.models.adapter_base`,
+    `hir_trl.run_folder.hub_upload`.
 
     Args:
         trainer: the `HiRTrainer` (built before ``GRPOTrainer.__init__`` runs: nothing of TRL is read here).

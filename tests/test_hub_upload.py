@@ -12,9 +12,9 @@ import pytest
 import transformers.trainer as transformers_trainer
 from huggingface_hub.utils import filter_repo_objects
 
-from hir_trl.hub_upload import COMPLETIONS_PATTERNS, hub_upload, hub_upload_note
 from hir_trl.models.adapter_base import adapter_base_name, record_adapter_base
 from hir_trl.models.smollm2 import BUILD_RECORD, SMOLLM2_GGUF_FILE, hub_origin
+from hir_trl.run_folder import COMPLETIONS_PATTERNS, hub_upload, hub_upload_note
 
 SMOLLM2_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
@@ -127,7 +127,7 @@ def test_a_lora_run_records_its_base_and_pushes_without_completion_logs(tmp_path
                      num_replays=0, max_steps=1, max_completion_length=8, bf16=False, use_cpu=True, report_to="none",
                      save_strategy="no", seed=0, gradient_checkpointing=False, log_completions=True, push_to_hub=True,
                      hub_model_id="me/tiny-hir", push_completions=False)
-    with caplog.at_level(logging.WARNING, logger="hir_trl.hub_upload"):
+    with caplog.at_level(logging.WARNING, logger="hir_trl.run_folder"):
         trainer = HiRTrainer(model="models/tiny", args=args, train_dataset=sample_dataset,
                              peft_config=LoraConfig(r=2, target_modules=["q_proj"]))
     assert [r.getMessage() for r in caplog.records if "completion logs" in r.getMessage()] == [
