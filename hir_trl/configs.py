@@ -162,7 +162,7 @@ class HiRConfig(GRPOConfig):
             The LLM judge of soft constraints (paper Appendix "Evaluation Prompt"), see `hir_trl.judge` and each
             field's help. ``judge_api_key_env`` is the NAME of the variable holding the key, never the key.
         push_completions: with ``push_to_hub`` and ``log_completions``, whether the completion logs
-            (``output_dir/completions/``) go up with the model (`hir_trl.trl_adapter.TRLPasses.hub_upload`).
+            (``output_dir/completions/``) go up with the model (`hir_trl.run_folder.hub_upload`).
 
     Raises:
         ValueError: the first problem `validate` finds, in its order (one line naming the field): a field whose

@@ -23,6 +23,7 @@ from .compat import check_argument_order, check_trainer_arguments
 from .configs import HiRConfig, check_batch_layout
 from .data.loading import check_prompt_lengths, normalize_dataset, prompt_length_limits
 from .guards import NonFiniteGuard, NothingTrainedGuard, ZeroGradientGuard, check_enough_rows
+from .models.adapter_base import record_adapter_base, write_adapter_base
 from .models.workarounds import (
     check_head_size,
     fix_colocate_weight_sync,
@@ -30,7 +31,7 @@ from .models.workarounds import (
     vllm_runs_on_cpu,
     weights_on_each_node,
 )
-from .run_folder import resume_settings, training_run
+from .run_folder import hub_upload, resume_settings, training_run, warn_hub_upload
 from .step.advantages import TRL_ESTIMATOR
 from .step.algorithm import hir_generation_batch, trl_generation_batch
 from .step.replay import HIR_STATE_FILE, restore_checkpoint_state, save_checkpoint_state
@@ -185,6 +186,8 @@ class HiRTrainer(GRPOTrainer):
         self.hir_passes.resize_completion_log(args.generation_batch_size + groups * args.num_replays)
         logger.info("HiR verifiers: sentence splitter = %s", sentence_backend())
         no_recording = self.hir_passes.after_trl_init()  # the step timer on CUDA; can generate record while sampling?
+        record_adapter_base(self.model)  # a LoRA adapter's adapter_config.json names a base that loads elsewhere
+        warn_hub_upload(self.args, self.accelerator.is_main_process)  # do the completion logs go up with the model?
         logger.info("HiR token entropies / sampling log-probs: %s", "recorded while generate samples"
                     if no_recording is None else f"not recorded ({no_recording})")
 
@@ -339,14 +342,14 @@ class HiRTrainer(GRPOTrainer):
 
     def push_to_hub(self, *args: Any, **kwargs: Any) -> Any:
         """Override of `transformers.Trainer.push_to_hub`: super's, leaving the completion logs out of the upload
-        when ``push_completions`` is off (`hir_trl.trl_adapter.TRLPasses.hub_upload`)."""
-        with self.hir_passes.hub_upload():
+        when ``push_completions`` is off (`hir_trl.run_folder.hub_upload`)."""
+        with hub_upload(self.args):
             return super().push_to_hub(*args, **kwargs)
 
     def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
         """Override of `transformers.Trainer._push_from_checkpoint` (``hub_strategy`` uploads at each save): super's,
-        leaving the completion logs out when ``push_completions`` is off (`TRLPasses.hub_upload`)."""
-        with self.hir_passes.hub_upload():
+        leaving the completion logs out when ``push_completions`` is off (`hir_trl.run_folder.hub_upload`)."""
+        with hub_upload(self.args):
             super()._push_from_checkpoint(checkpoint_folder)
 
     def end(self) -> None:
@@ -384,11 +387,11 @@ class HiRTrainer(GRPOTrainer):
         """Override of `transformers.Trainer._save` (every save of the model: the final one, each ``checkpoint-N``,
         ``push_to_hub``'s): super's, then beside a LoRA adapter ``_hir_adapter_base.json``, the exact base it was
         trained on, which ``hir-trl eval generate`` merges it into while that base is here
-        (`hir_trl.trl_adapter.TRLPasses.write_adapter_base`). With ``save_on_each_node``, every node's copy holds
+        (`hir_trl.models.adapter_base.write_adapter_base`). With ``save_on_each_node``, every node's copy holds
         the model's weights (`hir_trl.models.workarounds.weights_on_each_node`)."""
         with weights_on_each_node(self.model, self.args, state_dict):
             super()._save(output_dir, state_dict)
-        self.hir_passes.write_adapter_base(output_dir)
+        write_adapter_base(self.model, self.args, output_dir)
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         """Override of `GRPOTrainer._load_optimizer_and_scheduler`: also restore the replay RNG on resume.
