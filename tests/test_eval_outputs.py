@@ -142,7 +142,7 @@ def test_generate_refusals_come_before_generation(files, capsys, no_generation, 
         (["--output_dir", "o", "--num_samples", "0"], "num_samples must be >= 1"),
         (["--output_dir", "o", "--top_p", "0"], "top_p must be in (0, 1]"),
         (["--output_dir", "o", "-b", str(soft), "--judge_api_key_env", "NO_SUCH_KEY_VAR"],  # the judge is needed
-         "or pass --judge_model '' to report them as unjudged"),
+         "or pass --judge_model '' to report it as unjudged"),
         (["--output_dir", "o", "--judge_model", "hosted_vllm/j", "--judge_api_key_env", "",
           "--judge_extra_kwargs", "{bad"], "--judge_extra_kwargs is not valid JSON"),
         (["--output_dir", "o", "--backend", "vllm"], "needs vLLM"),

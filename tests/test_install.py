@@ -134,7 +134,7 @@ def test_the_judge_without_its_extra_is_one_line_naming_it(tmp_path):
                          "--judge_api_key_env", "HOME")
     assert judged.returncode == 2 and judged.stderr.count("\n") == 1, judged.stderr
     assert "needs litellm, which is not installed: pip install 'hir-trl[judge]'" in judged.stderr
-    assert "or pass --judge_model '' to report them as unjudged" in judged.stderr
+    assert "or pass --judge_model '' to report it as unjudged" in judged.stderr
 
 
 # ------------------------------------------------------------------------------ slow: the lines, in fresh venvs

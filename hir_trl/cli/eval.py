@@ -317,9 +317,10 @@ def _build_judge(args: Arguments, benchmarks: Sequence[Benchmark]):
         return build_judge(args)
     except (MissingJudgePackageError, MissingJudgeKeyError) as exc:
         count = sum(needing.values())
+        them = "them" if count > 1 else "it"
         raise ValueError(f"--benchmark {', '.join(needing)}: {count} constraint{'s' if count > 1 else ''} only an LLM "
-                         f"judge can check (soft, or no rule parses {'them' if count > 1 else 'it'}), but {exc}; or "
-                         "pass --judge_model '' to report them as unjudged") from None
+                         f"judge can check (soft, or no rule parses {them}), but {exc}; or pass --judge_model '' to "
+                         f"report {them} as unjudged") from None
 
 
 # ------------------------------------------------------------------------------------------- where outputs go
