@@ -1,6 +1,7 @@
 """`HiRTrainer`: Hindsight instruction Replay inside TRL's `GRPOTrainer`, as a thin adapter.
 
-The class holds `__init__` and TRL's hooks, each calling super() and handing HiR's part to one function: TRL samples
+The class holds `__init__` (the checks, `GRPOTrainer.__init__`, the set-up: `hir_trl.trainer_setup`) and TRL's hooks,
+each calling super() and handing HiR's part to one function: TRL samples
 m = ``num_generations`` completions per instruction and scores them with `ConstraintReward`; `hir_trl.step` then
 completes every group as the paper's Algorithm 2 (Select-Rewrite, Algorithm 1, in `hir_trl.step.replay`; the shortfall
 policy in `hir_trl.step.shortfall`; the new rows in `hir_trl.step.batch`; advantages in `hir_trl.step.advantages`). The step
