@@ -378,7 +378,7 @@ class HiRScriptArguments(GRPOScriptArguments, DatasetMixtureConfig):
     its meaning, plus HiR's. ``dataset_name`` may be a Hub dataset id (``sastpg/HIR-16K``), a local dataset
     directory, or a local ``.json``/``.jsonl``/``.parquet`` file in HIR-16K or native format (see `hir_trl.data`);
     ``datasets`` is TRL's dataset mixture instead (read by `trl.get_dataset`); ``reward_funcs`` adds TRL-style
-    reward functions after the constraint reward (`hir_trl.step.rewards.named_reward_functions`).
+    reward functions after the constraint reward (`hir_trl.trainer_setup.named_reward_functions`).
     """
 
     dataset_max_rows: int | None = field(

@@ -381,7 +381,7 @@ class TRLPasses:
         import torch
         from trl import GRPOTrainer
 
-        from .step.rewards import VerdictMatrix
+        from .rewards import VerdictMatrix
         from .step.sampling import sampling_logps
         from .step.state import SupplementarySamples
 
@@ -412,7 +412,7 @@ class TRLPasses:
     # ---------------------------------------------------------------- rewards
     def judge_ahead(self, generated: tuple) -> tuple:
         """After `GRPOTrainer._generate` in a HiR call (`capture` set, with its rows): send the rows' soft
-        constraints to the judge now (`hir_trl.step.rewards.ConstraintReward.judge_ahead`), so that its wait
+        constraints to the judge now (`hir_trl.rewards.ConstraintReward.judge_ahead`), so that its wait
         overlaps TRL's old-log-prob and reference passes, which run before TRL's reward call collects the verdicts.
         Returns ``generated`` (super's tuple; its 4th item: the decoded completions) unchanged."""
         capture, reward = self.capture, self._trainer.constraint_reward

@@ -239,7 +239,7 @@ def test_trl_internals_behave_as_hir_uses_them(tiny_model_path):
         f.name for f in dataclasses.fields(trl_internals.GRPOScriptArguments)}
     assert [f.name for f in dataclasses.fields(trl_internals.DatasetConfig)] == [
         "path", "name", "data_dir", "data_files", "split", "columns", "fraction"]
-    # trl_rewards: the reward functions trl grpo names (`hir_trl.step.rewards.TRL_REWARD_FUNCTIONS`)
+    # trl_rewards: the reward functions trl grpo names (`hir_trl.trainer_setup.TRL_REWARD_FUNCTIONS`)
     assert trl_internals.trl_rewards.think_format_reward(
         completions=[[{"content": "<think>a</think>b"}], [{"content": "b"}]], prompts=["q", "q"]) == [1.0, 0.0]
 
