@@ -194,9 +194,13 @@ def plan_run(path: Path, workdir: Path, judge_url: str, table: dict[str, Any] | 
             plan.changes.append((change["field"], value, change["why"]))
     if plan.accelerate is not None:
         plan.accelerate_changes = [(c["field"], c["set"], c["why"]) for c in table["accelerate"]]
-    for name in scale["lengths"]:
+    scaled = {name: max(scale["min_length"], int(recipe[name]) // scale["length_divisor"])
+              for name in scale["lengths"] if recipe.get(name) is not None}
+    for name in scale.get("contexts", []):  # prompt room as shipped (the data is not scaled) + the scaled completion
         if recipe.get(name) is not None:
-            plan.sizes.append((name, recipe[name], max(scale["min_length"], int(recipe[name]) // scale["length_divisor"])))
+            completion = int(recipe.get("max_completion_length") or 0)
+            scaled[name] = int(recipe[name]) - completion + scaled.get("max_completion_length", completion)
+    plan.sizes += [(name, recipe[name], tiny) for name, tiny in scaled.items()]
     plan.sizes += [("max_steps", recipe.get("max_steps", -1), scale["max_steps"]),
                    ("save_strategy", recipe.get("save_strategy", "steps"), "steps"),
                    ("save_steps", recipe.get("save_steps"), scale["save_steps"])]

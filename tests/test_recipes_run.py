@@ -73,6 +73,18 @@ def test_the_cpu_changes_are_printed_with_their_reasons(tmp_path):
     assert "num_processes = 2" in recipes_run.describe(paper)
 
 
+@pytest.mark.parametrize("path", [p for p in RECIPES if recipes_run.read_recipe(p).get("vllm_max_model_length")],
+                         ids=lambda p: str(p.relative_to(recipes_run.RECIPES)))
+def test_a_context_length_keeps_its_prompt_room_and_scales_its_completion(path, tmp_path):
+    """vllm_max_model_length is prompt + completion: the prompts are the data's (not scaled), so only the completion
+    part scales; 8192 // 256 = 32 would leave vLLM no room for a 112-token prompt."""
+    recipe = recipes_run.read_recipe(path)
+    sizes = {name: tiny for name, _, tiny in recipes_run.plan_run(path, tmp_path, "http://127.0.0.1:9/v1").sizes}
+    assert sizes["max_completion_length"] < recipe["max_completion_length"]
+    assert sizes["vllm_max_model_length"] - sizes["max_completion_length"] == (
+        recipe["vllm_max_model_length"] - recipe["max_completion_length"])
+
+
 @pytest.mark.parametrize("model", sorted(recipes_run.CHAT_FORMATS))
 def test_the_tiny_model_keeps_the_architecture(model, tmp_path):
     import yaml
