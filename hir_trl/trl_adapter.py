@@ -7,8 +7,8 @@ function on a replay with the arguments TRL would pass. `TRLPasses` is the one s
 holds one (``hir_passes``) and calls its methods from its hooks, and the step (`hir_trl.step.StepPasses`) gets it as
 its passes; it also owns HiR's per-trainer state (the replay RNG, the step timer, the current `HiRCapture`, and why
 sampling cannot record). Each method names the private attribute it relies on; TRL's internal helpers come from
-`hir_trl.trl_internals`. `tests/test_trl_adapter.py` runs them against the installed TRL and fails loudly when TRL's
-behaviour changes.
+`hir_trl.trl_internals`. `tests/trainer/test_trl_adapter.py` runs them against the installed TRL and fails loudly when
+TRL's behaviour changes.
 """
 
 from __future__ import annotations

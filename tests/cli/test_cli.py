@@ -24,7 +24,7 @@ from hir_trl.data.loading import load_rows
 from hir_trl.data.templates import join_instruction
 from hir_trl.step.rewards import ConstraintReward
 
-from .testing_utils import REPO_ROOT, SAMPLE_DATA, shared_file, write_checkpoint
+from ..testing_utils import REPO_ROOT, SAMPLE_DATA, shared_file, write_checkpoint
 
 TINY_RECIPE = REPO_ROOT / "recipes" / "tiny" / "hir" / "config_cpu.yaml"
 RECIPES = sorted(p for p in (REPO_ROOT / "recipes").rglob("config_*.yaml"))

@@ -11,7 +11,7 @@ import pytest
 
 from hir_trl.cli.main import COMMANDS, USAGE, Command, main, usage
 
-from .testing_utils import REPO_ROOT
+from ..testing_utils import REPO_ROOT
 
 CLI = REPO_ROOT / "hir_trl" / "cli"
 

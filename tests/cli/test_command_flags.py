@@ -13,7 +13,7 @@ from hir_trl.cli import eval as eval_cli
 from hir_trl.cli import synth
 from hir_trl.cli.parser import UsageError, split_config_flag
 
-from .testing_utils import TINY_RECIPE
+from ..testing_utils import TINY_RECIPE
 
 
 def _names(*types) -> set[str]:

@@ -6,7 +6,7 @@ import re
 from hir_trl.cli.console import step_line
 from hir_trl.cli.main import main
 
-from .testing_utils import TINY_RECIPE
+from ..testing_utils import TINY_RECIPE
 
 
 def test_step_line_names_step_ila_cla_replays_and_seconds():

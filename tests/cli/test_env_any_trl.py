@@ -14,7 +14,7 @@ import pytest
 
 from hir_trl.cli import env
 
-from .testing_utils import REPO_ROOT
+from ..testing_utils import REPO_ROOT
 
 #: The console script `hir-trl`, with the named packages made absent (no import, no distribution) first.
 RUNNER = textwrap.dedent('''

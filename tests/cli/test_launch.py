@@ -14,7 +14,7 @@ import pytest
 from hir_trl.cli import launch
 from hir_trl.cli.main import main
 
-from .testing_utils import REPO_ROOT, TINY_RECIPE, assert_nothing_written
+from ..testing_utils import REPO_ROOT, TINY_RECIPE, assert_nothing_written
 
 ACCELERATE_CONFIGS = REPO_ROOT / "recipes" / "accelerate_configs"
 

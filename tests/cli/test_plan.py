@@ -25,7 +25,7 @@ from hir_trl.cli.plan import (
     state_bytes_per_parameter,
 )
 
-from .testing_utils import REPO_ROOT
+from ..testing_utils import REPO_ROOT
 
 QWEN7B = "Qwen/Qwen2.5-7B-Instruct"
 PAPER_RECIPE = str(REPO_ROOT / "recipes" / "Qwen2.5-7B-Instruct" / "hir" / "config_paper.yaml")

@@ -22,7 +22,7 @@ import pytest
 
 from hir_trl.cli.plan import ModelShape, Sharding, disk_plan, memory_plan, sharding_from_files
 
-from .testing_utils import REPO_ROOT
+from ..testing_utils import REPO_ROOT
 
 pytestmark = pytest.mark.plan_engines
 SCRIPT = REPO_ROOT / "benchmarks" / "plan_engines.py"

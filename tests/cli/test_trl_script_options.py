@@ -17,7 +17,7 @@ from hir_trl.data.chat import chat_template_text
 from hir_trl.data.loading import DatasetFormatError, load_rows, load_script_datasets
 from hir_trl.step.rewards import TRL_REWARD_FUNCTIONS, named_reward_functions, reward_call_problem
 
-from .testing_utils import (
+from ..testing_utils import (
     SAMPLE_DATA,
     assert_nothing_written,
     assert_one_line_error,
@@ -61,7 +61,7 @@ def test_the_docs_recipe_snippets_parse_as_written():
 
     import yaml
 
-    from .testing_utils import REPO_ROOT
+    from ..testing_utils import REPO_ROOT
 
     blocks = {page: [textwrap.dedent(b) for b in re.findall(r"^ *```yaml\n(.*?)^ *```", (
         REPO_ROOT / "docs" / page).read_text(encoding="utf-8"), re.S | re.M)] for page in ("data.md", "verifiers.md")}
@@ -304,7 +304,7 @@ def test_ignore_bias_buffers_names_the_boolean_buffers_for_ddp(tmp_path):
     from hir_trl.cli.main import parse_train_args, prepare_training
     from hir_trl.run_folder import release_run_folder
 
-    from .testing_utils import TINY_RECIPE
+    from ..testing_utils import TINY_RECIPE
 
     for flag, out in (("true", "on"), ("false", "off")):
         parsed = parse_train_args(["--config", str(TINY_RECIPE), "--output_dir", str(tmp_path / out),

@@ -16,7 +16,7 @@ from hir_trl.step.replay import ReplayChoice
 from hir_trl.step.rewards import rejudge_replays
 from hir_trl.verifiers import Verdict
 
-from .testing_utils import REPO_ROOT
+from ..testing_utils import REPO_ROOT
 
 PARTS = [{"type": "text", "text": "Write a poem."}, {"type": "image_url", "image_url": {"url": "x"}},
          {"type": "text", "text": " No commas."}]

@@ -11,7 +11,7 @@ import pytest
 from hir_trl.data.loading import DatasetFormatError, load_hir_dataset, load_rows, normalize_row
 from hir_trl.data.templates import join_instruction
 
-from .testing_utils import SAMPLE_DATA, shared_file
+from ..testing_utils import SAMPLE_DATA, shared_file
 
 TYPE1_ROW = {
     "data_source": "type1",

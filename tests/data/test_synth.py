@@ -27,7 +27,7 @@ from hir_trl.data.synth import (
 from hir_trl.data.templates import join_instruction
 from hir_trl.verifiers import FAMILIES, ifeval, iftrain
 
-from .testing_utils import SHARED_DATA, TINY_RECIPE
+from ..testing_utils import SHARED_DATA, TINY_RECIPE
 
 TYPE3_ROWS = SHARED_DATA / "hir16k_format" / "muldimif_listing_type3.jsonl"
 

@@ -15,7 +15,7 @@ from hir_trl.cli import eval as eval_cli
 from hir_trl.evaluation import generation
 from hir_trl.evaluation.generation import GenerationSettings, generate_responses, lora_base, merge_lora
 
-from .testing_utils import install_fake_vllm
+from ..fakes import install_fake_vllm
 
 ROW = {"key": "k1", "prompt": "P1", "instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}
 

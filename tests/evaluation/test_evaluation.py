@@ -35,9 +35,9 @@ from hir_trl.evaluation.benchmarks import BenchmarkFormatError, detect_format
 from hir_trl.evaluation.generation import choose_backend
 from hir_trl.verifiers import Verdict, sentence_backend
 
-from .testing_utils import (
+from ..fakes import install_fake_vllm
+from ..testing_utils import (
     generate_text,
-    install_fake_vllm,
     load_lm_eval,
     oracle_is_deterministic,
     require,

@@ -10,7 +10,7 @@ import pytest
 from hir_trl.evaluation import benchmarks
 from hir_trl.evaluation.benchmarks import BenchmarkFormatError, load_benchmark, public_records
 
-from .testing_utils import shared_file
+from ..testing_utils import shared_file
 
 
 def _as_dataset_folder(tmp_path, name, relative):

@@ -37,8 +37,8 @@ from hir_trl.judge import (
 )
 from hir_trl.verifiers import Verdict
 
-from .judge_server import FakeJudgeServer
-from .testing_utils import REPO_ROOT
+from ..judge_server import FakeJudgeServer
+from ..testing_utils import REPO_ROOT
 
 KEY_ENV = "HIR_TEST_JUDGE_KEY"
 KEY = "hirtest-Zq8x3KpL0vW7-secret-9f2c41d0"  # distinctive: any occurrence in an output is a leak

@@ -26,7 +26,7 @@ import yaml
 from hir_trl.judge import LiteLLMJudge
 from hir_trl.models.smollm2 import SMOLLM2_DEFAULT_DIR, MissingDependencyError, ensure_smollm2_model
 
-from .testing_utils import REPO_ROOT
+from ..testing_utils import REPO_ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.judge_real]
 

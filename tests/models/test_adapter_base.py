@@ -32,7 +32,7 @@ from hir_trl.models.adapter_base import (
 from hir_trl.models.smollm2 import BUILD_RECORD
 from hir_trl.run_folder import FINAL_MARK, check_resume_point, complete_final_save
 
-from .testing_utils import TINY_RECIPE, assert_one_line_error
+from ..testing_utils import TINY_RECIPE, assert_one_line_error
 
 HUB_ID = "hir-test/tiny-instruct"  # in no Hub cache: offline, it cannot load
 ROW = {"key": "k1", "prompt": "P1", "instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}

@@ -27,7 +27,7 @@ from hir_trl.models.smollm2 import (
 )
 from hir_trl.models.tiny import build_tokenizer
 
-from .testing_utils import REPO_ROOT, require
+from ..testing_utils import REPO_ROOT, require
 
 TEXTS = ["Write a haiku about rain.", "Do not use any commas in your response.", "Answer with at most 20 words.",
          "Your entire response should be in English, and in all lowercase letters.",

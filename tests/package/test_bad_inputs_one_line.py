@@ -23,16 +23,8 @@ from hir_trl.data.jsonfiles import MAX_NESTING, JSONFileError, nesting_depth, re
 from hir_trl.data.loading import DatasetFormatError, load_hir_dataset, load_script_datasets
 from hir_trl.guards import check_rewards
 
-from .testing_utils import (
-    NATIVE,
-    SAMPLE_DATA,
-    TINY_RECIPE,
-    assert_nothing_written,
-    assert_one_line_error,
-    native,
-    train,
-    write_rows,
-)
+from ..testing_utils import SAMPLE_DATA, TINY_RECIPE, assert_nothing_written, assert_one_line_error, train, write_rows
+from .utils import NATIVE, native
 
 
 def _plan(capsys, *argv):
@@ -365,7 +357,7 @@ def test_a_model_that_fails_to_load_from_the_hub_names_the_folder_looked_for(tmp
 def test_a_judge_that_answers_garbage_is_one_line():
     from hir_trl.judge import JudgeUnavailableError, LiteLLMJudge
 
-    from .judge_server import FakeJudgeServer
+    from ..judge_server import FakeJudgeServer
 
     with FakeJudgeServer() as server:
         judge = LiteLLMJudge("openai/test", api_base=server.base_url, api_key_env="", max_retries=0, timeout=10)
@@ -382,7 +374,7 @@ def test_a_judge_that_answers_garbage_is_one_line():
 def test_eval_score_with_a_garbage_judge_is_one_line(tmp_path, capsys):
     from hir_trl.evaluation.benchmarks import load_benchmark
 
-    from .judge_server import FakeJudgeServer
+    from ..judge_server import FakeJudgeServer
 
     rows = [native(id=f"n-{i}", task=f"Write note {i}.",
                    constraints=[{"text": f"ANSWER:maybe{i} Be formal.", "kind": "soft"}]) for i in range(2)]

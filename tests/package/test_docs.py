@@ -14,7 +14,7 @@ import pytest
 from hir_trl.cli.main import parse_train_args
 from hir_trl.configs import PAPER_VALUES
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 
 
@@ -362,9 +362,10 @@ def test_every_shell_block_is_run_by_a_test_or_marked():
 
 def test_block_markers_are_checked():
     assert block_problem("x", "") and block_problem("x", "<!-- needs: coffee -->")
-    assert block_problem("x", "<!-- run by: tests/test_docs.py::test_that_does_not_exist -->")
+    assert block_problem("x", "<!-- run by: tests/package/test_docs.py::test_that_does_not_exist -->")
     assert block_problem("x", "<!-- needs: gpu hub -->") is None
-    assert block_problem("x", "<!-- run by: tests/test_docs.py::test_data_page_synth_then_train_runs -->") is None
+    assert block_problem(
+        "x", "<!-- run by: tests/package/test_docs.py::test_data_page_synth_then_train_runs -->") is None
 
 
 def test_data_page_synth_then_train_runs(tmp_path, monkeypatch, tiny_model_path):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: A dotted name written in backticks: `hir_trl.step.replay`, ``hir_trl.HiRConfig``, `~hir_trl.judge.Judge`.
 DOTTED = re.compile(r"`+~?(hir_trl(?:\.\w+)+)")
 

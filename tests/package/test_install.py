@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from .testing_utils import REPO_ROOT, TINY_RECIPE
+from ..testing_utils import REPO_ROOT, TINY_RECIPE
 
 PROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 EXTRAS = set(PROJECT["optional-dependencies"])

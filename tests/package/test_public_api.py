@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "hir_trl"
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
@@ -193,7 +193,7 @@ def test_trl_internal_imports_finds_internal_imports_and_no_public_one():
 
 def test_trl_internals_are_imported_only_by_the_adapter():
     """Everything hir-trl takes from TRL beyond its public API is imported in `hir_trl/trl_internals.py`, the TRL
-    adapter's import side, whose names `tests/test_trl_adapter.py` checks against the installed TRL."""
+    adapter's import side, whose names `tests/trainer/test_trl_adapter.py` checks against the installed TRL."""
     offenders = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         if path != TRL_INTERNALS_HOME and (found := trl_internal_imports(path.read_text())):

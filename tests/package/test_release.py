@@ -23,7 +23,7 @@ import pytest
 from hir_trl.cli import env, recipes
 from hir_trl.cli.main import main
 
-from .testing_utils import REPO_ROOT, require
+from ..testing_utils import REPO_ROOT, require
 
 RECIPES = REPO_ROOT / "recipes"
 

@@ -1,6 +1,7 @@
 """The tests' own house rules.
 
-1. Helpers shared by test modules live in tests/testing_utils.py (as TRL's): no module under tests/ or
+1. Helpers shared by test modules live in tests/testing_utils.py (as TRL's), fakes in tests/fakes.py, and a helper
+   of one room's tests in that room's ``utils.py`` (tests/step/utils.py, ...): no module under tests/ or
    benchmarks/tests/ imports a test module (``test_*.py``) or a conftest.py; fixtures stay in conftest.py files, and
    pytest finds them without an import.
 2. Every marker pyproject.toml declares is carried by at least one test, so ``-m <marker>`` and ``-m "not <marker>"``
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import tomllib
 
-from .testing_utils import REPO_ROOT
+from ..testing_utils import REPO_ROOT
 
 TEST_FOLDERS = [REPO_ROOT / "tests", REPO_ROOT / "benchmarks" / "tests"]
 
@@ -60,17 +61,19 @@ def forbidden_imports(source: str, module: str, is_package: bool = False) -> lis
 
 def test_the_check_sees_each_way_of_importing_a_test_module():
     cases = {
-        "from .test_trainer import make_args": ["line 1: tests.test_trainer"],
-        "from . import test_trainer": ["line 1: tests.test_trainer"],
-        "import tests.test_trainer": ["line 1: tests.test_trainer"],
-        "from .conftest import x": ["line 1: tests.conftest"],
-        "from ..conftest import x": [],  # above tests/: no such module
-        "def f():\n    from tests.test_user_errors import train": ["line 2: tests.test_user_errors"],
+        "from .test_trainer import make_args": ["line 1: tests.trainer.test_trainer"],
+        "from . import test_trainer": ["line 1: tests.trainer.test_trainer"],
+        "import tests.trainer.test_trainer": ["line 1: tests.trainer.test_trainer"],
+        "from ..step.test_step import M": ["line 1: tests.step.test_step"],
+        "from ..conftest import x": ["line 1: tests.conftest"],
+        "from ...conftest import x": [],  # above tests/: no such module
+        "def f():\n    from tests.package.test_user_errors import train": ["line 2: tests.package.test_user_errors"],
         "pytest_plugins = ['tests.conftest']": ["line 1: tests.conftest"],
-        "from .testing_utils import make_args\nfrom .judge_server import FakeJudgeServer": [],
+        "from ..testing_utils import make_args\nfrom ..judge_server import FakeJudgeServer": [],
+        "from ..fakes import FakePasses\nfrom ..step.utils import dataset_row": [],
     }
     for source, expected in cases.items():
-        assert forbidden_imports(source, "tests.test_example") == expected, source
+        assert forbidden_imports(source, "tests.trainer.test_example") == expected, source
     assert forbidden_imports("from ..test_ifeval import generate_text", "tests.verifiers.test_x") == []
     assert forbidden_imports("from .test_ifeval import generate_text", "tests.verifiers.test_x") == [
         "line 1: tests.verifiers.test_ifeval"]
@@ -80,13 +83,14 @@ def test_the_check_sees_each_way_of_importing_a_test_module():
 
 
 def test_no_test_module_nor_conftest_is_imported():
-    """Shared helpers live in tests/testing_utils.py; import them from there."""
+    """Shared helpers live in tests/testing_utils.py (fakes in tests/fakes.py, a room's own in its utils.py); import
+    them from there."""
     offenders = {}
     for path in _python_files():
         found = forbidden_imports(path.read_text(encoding="utf-8"), _module_name(path), path.name == "__init__.py")
         if found:
             offenders[str(path.relative_to(REPO_ROOT))] = found
-    assert not offenders, f"move the shared helpers to tests/testing_utils.py: {offenders}"
+    assert not offenders, f"move the shared helpers to tests/testing_utils.py or the room's utils.py: {offenders}"
 
 
 def _declared_markers() -> list[str]:
@@ -120,7 +124,7 @@ def test_every_declared_marker_selects_tests():
 def test_xdist_workers_share_the_cores():
     import torch
 
-    from .testing_utils import share_cores_among_workers
+    from ..testing_utils import share_cores_among_workers
 
     before = torch.get_num_threads()
     try:

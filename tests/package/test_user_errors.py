@@ -20,16 +20,8 @@ from hir_trl.cli.main import main
 from hir_trl.configs import HiRScriptArguments, field_type_problem
 from hir_trl.data.loading import DatasetFormatError
 
-from .testing_utils import (
-    NATIVE,
-    SAMPLE_DATA,
-    TINY_RECIPE,
-    assert_nothing_written,
-    assert_one_line_error,
-    native,
-    train,
-    write_rows,
-)
+from ..testing_utils import SAMPLE_DATA, TINY_RECIPE, assert_nothing_written, assert_one_line_error, train, write_rows
+from .utils import NATIVE, native
 
 HIR_ROW = json.loads(SAMPLE_DATA.read_text().splitlines()[0])
 

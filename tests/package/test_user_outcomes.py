@@ -45,17 +45,17 @@ from hir_trl.judge import (
 from hir_trl.step.rewards import extra_rewards, judge_for
 from hir_trl.verifiers import Verdict, verify_constraint
 
-from .judge_server import FakeJudgeServer
-from .testing_utils import (
+from ..judge_server import FakeJudgeServer
+from ..testing_utils import (
     REPO_ROOT,
     SAMPLE_DATA,
     TINY_RECIPE,
     assert_nothing_written,
     assert_one_line_error,
-    native,
     train,
     write_rows,
 )
+from .utils import native
 
 pytestmark = pytest.mark.usefixtures("clean_registry")  # registrations are process-wide (tests/conftest.py)
 

@@ -42,15 +42,8 @@ from hir_trl.run_folder import (
 )
 from hir_trl.verifiers import FAMILIES, verify_constraint
 
-from .testing_utils import (
-    SAMPLE_DATA,
-    TINY_RECIPE,
-    assert_nothing_written,
-    assert_one_line_error,
-    native,
-    train,
-    write_rows,
-)
+from ..testing_utils import SAMPLE_DATA, TINY_RECIPE, assert_nothing_written, assert_one_line_error, train, write_rows
+from .utils import native
 
 SECRET = "Zq8vR2kLmN4pXw7Ty3Hb"  # a made-up key: it must never appear in an error, a card or a file
 

@@ -16,7 +16,7 @@ from packaging.version import Version
 
 from hir_trl import versions
 
-PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
 
 def declared(name: str, extra: str | None = None) -> Requirement:

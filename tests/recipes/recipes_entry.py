@@ -1,8 +1,8 @@
-"""``hir-trl`` as tests/recipes_run.py launches it: with ``HIR_RECIPES_KILL_AT_SAVE=N`` set, the main process
+"""``hir-trl`` as tests/recipes/recipes_run.py launches it: with ``HIR_RECIPES_KILL_AT_SAVE=N`` set, the main process
 SIGKILLs itself (no clean-up, as a node failure or ``scancel`` does) while it saves ``checkpoint-N``: after the model
 weights, before the optimizer and the trainer state (`transformers.Trainer._save_checkpoint`'s order). With
-``HIR_RECIPES_ZERO_GRADIENT=report`` (tests/recipes_cpu_changes.yaml's environment), a run whose every gradient was
-zero (a random tiny model scoring its completions alike) prints the zero-gradient guard's line instead of stopping
+``HIR_RECIPES_ZERO_GRADIENT=report`` (tests/recipes/recipes_cpu_changes.yaml's environment), a run whose every gradient
+was zero (a random tiny model scoring its completions alike) prints the zero-gradient guard's line instead of stopping
 with exit 2."""
 
 from __future__ import annotations

@@ -1,14 +1,15 @@
-"""Every shipped recipe that trains, run on CPU at tiny size (``make test-recipes``; tests/test_recipes_run.py).
+"""Every shipped recipe that trains, run on CPU at tiny size (``make test-recipes``;
+tests/recipes/test_recipes_run.py).
 
 For each ``recipes/<Model>/<method>/config_*.yaml``:
 
 1. A model of the recipe's architecture is built locally: the entry of ``recipes/model_shapes.yaml`` for its model
    (``model_type``, tied embeddings, grouped-query layout, ``torch_dtype``) scaled down by the rule of
-   tests/recipes_cpu_changes.yaml, with a tokenizer trained on the recipe's data and a chat template of the model's
-   format. The tiny recipes keep the model they build themselves.
+   tests/recipes/recipes_cpu_changes.yaml, with a tokenizer trained on the recipe's data and a chat template of the
+   model's format. The tiny recipes keep the model they build themselves.
 2. The recipe file runs as shipped, with command-line flags for what a CPU (or this offline machine) cannot do, each
-   listed with its reason in tests/recipes_cpu_changes.yaml, and the sizes of the scale rule. A recipe whose header
-   says ``Launch: accelerate launch --config_file X`` runs under X as 2 CPU processes.
+   listed with its reason in tests/recipes/recipes_cpu_changes.yaml, and the sizes of the scale rule. A recipe whose
+   header says ``Launch: accelerate launch --config_file X`` runs under X as 2 CPU processes.
 3. The run is killed (SIGKILL, no clean-up) while it saves ``checkpoint-2``, after its model weights and before
    its trainer state, then continued with the same command plus ``--resume_from_checkpoint true`` (a scheduler's
    requeue), which must finish: exit 0, ``global_step`` 2, a whole final model.
@@ -33,10 +34,10 @@ from typing import Any
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 RECIPES = REPO_ROOT / "recipes"
 CHANGES_FILE = Path(__file__).with_name("recipes_cpu_changes.yaml")
-#: Set in the training process: the step whose checkpoint save is killed (tests/recipes_entry.py).
+#: Set in the training process: the step whose checkpoint save is killed (tests/recipes/recipes_entry.py).
 KILL_ENV = "HIR_RECIPES_KILL_AT_SAVE"
 
 _LAUNCH = re.compile(r"^#\s*Launch:\s*accelerate launch --config_file (\S+)", re.MULTILINE)
@@ -78,7 +79,7 @@ LOCAL_MODELS = {"smollm2": "HuggingFaceTB/SmolLM2-135M-Instruct"}
 
 
 def load_changes() -> dict[str, Any]:
-    """tests/recipes_cpu_changes.yaml: ``changes``, ``accelerate`` and ``scale``."""
+    """tests/recipes/recipes_cpu_changes.yaml: ``changes``, ``accelerate`` and ``scale``."""
     return yaml.safe_load(CHANGES_FILE.read_text(encoding="utf-8"))
 
 
@@ -231,9 +232,10 @@ def _free_port() -> int:
 
 
 def command(plan: Plan, workdir: Path) -> list[str]:
-    """The launch: ``python -m tests.recipes_entry train --config RECIPE FLAGS``, under ``accelerate launch`` with
-    the recipe's accelerate config (changed as listed) when it names one."""
-    entry = ["-m", "tests.recipes_entry", "train", "--config", str(plan.recipe.relative_to(REPO_ROOT)), *plan.flags]
+    """The launch: ``python -m tests.recipes.recipes_entry train --config RECIPE FLAGS``, under ``accelerate launch``
+    with the recipe's accelerate config (changed as listed) when it names one."""
+    entry = ["-m", "tests.recipes.recipes_entry", "train", "--config", str(plan.recipe.relative_to(REPO_ROOT)),
+             *plan.flags]
     if plan.accelerate is None:
         return [sys.executable, *entry]
     config = yaml.safe_load(plan.accelerate.read_text(encoding="utf-8"))
@@ -338,15 +340,15 @@ def clean(workdir: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m tests.recipes_run [--results FILE] [RECIPE-SUBSTRING ...]``: run the recipes (all, or those whose
-    path contains one of the substrings) one after another, printing each one's changes and outcome; exit 1 when
+    """``python -m tests.recipes.recipes_run [--results FILE] [RECIPE-SUBSTRING ...]``: run the recipes (all, or those
+    whose path contains one of the substrings) one after another, printing each one's changes and outcome; exit 1 when
     any did not finish through the kill and the resume."""
     import argparse
     import tempfile
 
-    from .judge_server import FakeJudgeServer
+    from ..judge_server import FakeJudgeServer
 
-    parser = argparse.ArgumentParser(prog="python -m tests.recipes_run")
+    parser = argparse.ArgumentParser(prog="python -m tests.recipes.recipes_run")
     parser.add_argument("--results", help="a JSON-lines file, one line per recipe")
     parser.add_argument("--keep", action="store_true", help="keep each recipe's folder (logs, checkpoints)")
     parser.add_argument("only", nargs="*")

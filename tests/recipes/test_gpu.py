@@ -12,7 +12,7 @@ import torch
 
 from hir_trl.cli.main import main
 
-from .testing_utils import REPO_ROOT, SAMPLE_DATA
+from ..testing_utils import REPO_ROOT, SAMPLE_DATA
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none on this machine)")
 needs_vllm = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,

@@ -1,5 +1,5 @@
-"""Every shipped recipe that trains runs as shipped at tiny size on CPU (tests/recipes_run.py; the CPU changes:
-tests/recipes_cpu_changes.yaml).
+"""Every shipped recipe that trains runs as shipped at tiny size on CPU (tests/recipes/recipes_run.py; the CPU changes:
+tests/recipes/recipes_cpu_changes.yaml).
 
 `make test` runs the fast part: every recipe parses and validates with its CPU changes (the dataclasses' checks,
 HiRConfig's validation), every change
@@ -17,9 +17,9 @@ import subprocess
 
 import pytest
 
+from ..judge_server import FakeJudgeServer
+from ..testing_utils import REPO_ROOT
 from . import recipes_run
-from .judge_server import FakeJudgeServer
-from .testing_utils import REPO_ROOT
 
 RECIPES = recipes_run.training_recipes()
 IDS = [str(p.relative_to(recipes_run.RECIPES)) for p in RECIPES]

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import pytest
 
-from .judge_server import FakeJudgeServer
-from .testing_utils import REPO_ROOT, TINY_RECIPE, write_rows
+from ..judge_server import FakeJudgeServer
+from ..testing_utils import REPO_ROOT, TINY_RECIPE, write_rows
 
 pytestmark = [pytest.mark.scale_out,
               pytest.mark.skipif(os.environ.get("HIR_TRL_SCALE_OUT") != "1",

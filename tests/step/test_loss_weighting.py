@@ -14,7 +14,7 @@ from hir_trl.step.batch import NewRow, loss_mask
 from hir_trl.step.log import replay_ratio_counts
 from hir_trl.step.loss_weighting import REPLAY_MASK, paper_advantage_scale, paper_row_weights, prepare_loss_batch
 
-from .testing_utils import make_args, spy_generation
+from ..testing_utils import make_args, spy_generation
 
 M, K = 6, 2
 
@@ -102,7 +102,7 @@ def test_dapo_sum_over_num_items_is_eq_hir_for_any_lengths(token_level):
 
 # TRL's loss on both advantage shapes ((N,) grpo, (N, T) Reinforce++) and both shortfall rows (pads,
 # supplementary samples); the weights of the other two pairings are checked model-free by
-# test_dapo_sum_over_num_items_is_eq_hir_for_any_lengths and tests/test_step.py's
+# test_dapo_sum_over_num_items_is_eq_hir_for_any_lengths and tests/step/test_step.py's
 # test_the_update_batch_holds_B_plus_groups_times_k_rows[paper]
 @pytest.mark.parametrize("shortfall, estimator", [
     pytest.param("pad", "grpo", id="pad-grpo"),

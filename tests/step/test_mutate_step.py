@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("mutate_step", ROOT / "scripts" / "mutate_step.py")
 mutate_step = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = mutate_step  # dataclasses look their module up

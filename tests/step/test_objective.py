@@ -12,7 +12,7 @@ from trl import GRPOConfig, GRPOTrainer
 from hir_trl import ConstraintReward, HiRTrainer
 from hir_trl.step.replay import allocate_shortfall, select_replays
 
-from .testing_utils import make_args, spy_generation
+from ..testing_utils import make_args, spy_generation
 
 M, K = 6, 2
 
@@ -27,7 +27,7 @@ def run(tmp_path, tiny_model_path, dataset, own_logps=True, **overrides):
 # ---------------------------------------------------------------- 1. importance ratio of replayed rows
 
 
-# "original" (a replay's old log-probs are its source's) is tests/test_step.py's
+# "original" (a replay's old log-probs are its source's) is tests/step/test_step.py's
 # test_a_replay_row_is_q_prime_with_its_sources_completion_and_old_logps; this keeps the real model's pass under q'
 @pytest.mark.parametrize("mode", ["hindsight"])
 def test_replay_old_logps_with_iterations_and_accumulation(tmp_path, tiny_model_path, sample_dataset, mode):
@@ -122,7 +122,7 @@ def test_replay_advantage_validation(tmp_path):
 
 def test_kl_in_reward(tmp_path, tiny_model_path, sample_dataset):
     """The trainer takes beta as the KL-in-reward coefficient and turns TRL's KL loss term off; the advantages it
-    gives (the KL return-to-go subtracted per token) are tests/test_step.py's
+    gives (the KL return-to-go subtracted per token) are tests/step/test_step.py's
     test_kl_in_reward_subtracts_beta_times_the_kl_still_to_come."""
     trainer, calls = run(tmp_path, tiny_model_path, sample_dataset, advantage_estimator="reinforce_pp",
                          kl_in_reward=True, beta=0.5, own_logps=False)
@@ -288,8 +288,8 @@ def _soft_dataset(tmp_path):
 def test_the_reward_functions_judge_re_judges_the_replays(tmp_path, tiny_model_path):
     """The judge of the trainer's `ConstraintReward` is the one the step re-judges replays with
     (``rejudge_replays``): it says YES only while the instruction still states the 500-word rule, so under q' (which
-    dropped it) the replay's reward is 0. The arithmetic of re-judging, with and without it, is tests/test_step.py's
-    test_rejudged_replays_ask_the_judge_again_under_q_prime."""
+    dropped it) the replay's reward is 0. The arithmetic of re-judging, with and without it, is
+    tests/step/test_step.py's test_rejudged_replays_ask_the_judge_again_under_q_prime."""
     import threading
 
     from hir_trl.verifiers import Verdict
@@ -333,7 +333,7 @@ def test_trainer_builds_the_judge_from_the_config(tmp_path, tiny_model_path, mon
                          train_dataset=dataset)
     assert isinstance(trainer.constraint_reward.judge, LiteLLMJudge)
     trainer.constraint_reward.judge.close()
-    # no judge: refused by default (soft_constraints: judge, tests/test_soft_constraints.py); 'fail' keeps none
+    # no judge: refused by default (soft_constraints: judge, tests/judge/test_soft_constraints.py); 'fail' keeps none
     with pytest.raises(ValueError, match="no judge is configured"):
         HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path, judge_model=""), train_dataset=dataset)
     no_judge = HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path, judge_model="", soft_constraints="fail"),

@@ -11,7 +11,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 from hir_trl import HiRTrainer
 from hir_trl.step.sampling import SamplingRecorder, record_sampling, sampling_changes_policy
 
-from .testing_utils import make_args, spy_generation
+from ..testing_utils import make_args, spy_generation
 
 
 def _forward_logps_and_entropies(model, sequences, attention_mask, prompt_width, temperature):

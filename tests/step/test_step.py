@@ -1,6 +1,6 @@
 """The HiR step (`hir_trl.step.complete_groups`) block by block of the paper's Algorithm 2, with no model.
 
-The step reaches the trainer only through `hir_trl.step.StepPasses`; `tests.testing_utils.FakePasses` implements it
+The step reaches the trainer only through `hir_trl.step.StepPasses`; `tests.fakes.FakePasses` implements it
 on CPU tensors (word tokens, log-probs and entropies from a formula of the token ids), and its ``generate_and_score``
 stands in for TRL's generation and reward call (lines 7-10) with scripted completions judged by the real rule
 verifiers. Every expected number below is computed in the test, by hand, from the table `MET` of which constraints
@@ -25,16 +25,8 @@ from hir_trl.step import StepPasses, complete_groups
 from hir_trl.step.shortfall import shortfall_policy
 from hir_trl.verifiers import Verdict
 
-from .testing_utils import (
-    EOS,
-    PAD,
-    FakePasses,
-    dataset_row,
-    fake_entropy,
-    fake_logp,
-    fake_ref_logp,
-    ifeval_constraint,
-)
+from ..fakes import EOS, PAD, FakePasses, fake_entropy, fake_logp, fake_ref_logp
+from .utils import dataset_row, ifeval_constraint
 
 M, K, B = 6, 2, 12  # two groups of m = 6, k = 2
 

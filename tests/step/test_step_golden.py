@@ -5,7 +5,7 @@ its KL loss coefficient beta = 1e-4)}, Reinforce++ with the KL in the reward, an
 advantage (``positive``), ended-only replays and the binary reward (``reward_mode="ila"``), two optimizer steps with a
 fixed seed: every row's reward and advantage, the new rows (kind, source, group, kept constraints, a fingerprint of q'),
 the per-row sums of the old and reference log-probs over the completion tokens, the loss of every step and the
-step's ``hir/*`` counts are compared with ``tests/data/step_golden.json``.
+step's ``hir/*`` counts are compared with ``tests/fixtures/step_golden.json``.
 
 Everything discrete (row ids, row kinds, sources, groups, kept constraints, q' fingerprints, the step counts) is
 compared exactly. Floats are compared at float32 rounding scale: ``|a - b| <= ULPS * 2**-23 * max(1, |a|, |b|)``.
@@ -22,7 +22,7 @@ differently (torch 2.6 does; 2.14 draws as 2.13): under a torch other than the o
 still compared wherever the discrete part agrees. Under the recording torch (CI's, constraints.txt) nothing is
 skipped.
 
-The fixture is written by the code it checks: ``HIR_RECORD_GOLDEN=1 pytest tests/test_step_golden.py`` records it
+The fixture is written by the code it checks: ``HIR_RECORD_GOLDEN=1 pytest tests/step/test_step_golden.py`` records it
 again (only for a deliberate change of behaviour, said so in CHANGELOG.md).
 """
 
@@ -41,9 +41,9 @@ import torch
 
 from hir_trl import HiRTrainer
 
-from .testing_utils import make_args
+from ..testing_utils import make_args
 
-GOLDEN = Path(__file__).parent / "data" / "step_golden.json"
+GOLDEN = Path(__file__).parents[1] / "fixtures" / "step_golden.json"
 #: The torch release (no local build label) that wrote the record, and the one running.
 RECORDED_TORCH = json.loads(GOLDEN.read_text()).get("torch", "2.13.0")
 RUNNING_TORCH = torch.__version__.split("+")[0]
@@ -293,7 +293,7 @@ def test_the_golden_record_holds_under_each_cpu_kernel(capability):
         pytest.skip(f"this CPU cannot run torch's {capability} kernels (torch picked {used.stdout.strip()})")
     tests = [f"{__file__}::test_two_steps_match_the_golden_record[{name}]" for name in KERNEL_SCENARIOS]
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *tests],
-                         env=env, capture_output=True, text=True, cwd=Path(__file__).parents[1])
+                         env=env, capture_output=True, text=True, cwd=Path(__file__).parents[2])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     if RUNNING_TORCH == RECORDED_TORCH:
         assert f"{len(KERNEL_SCENARIOS)} passed" in run.stdout, run.stdout[-3000:]

@@ -26,7 +26,7 @@ from hir_trl import ConstraintReward, HiRConfig, HiRTrainer, compat
 from hir_trl.cli.main import main
 from hir_trl.step.batch import loss_mask
 
-from .testing_utils import REPO_ROOT
+from ..testing_utils import REPO_ROOT
 
 TINY_RECIPE = REPO_ROOT / "recipes" / "tiny" / "hir" / "config_cpu.yaml"
 #: No failed completion meets 100 constraints: every new row is a pad (k per group), HiR adds nothing to the estimate.

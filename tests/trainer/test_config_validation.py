@@ -107,7 +107,7 @@ def test_post_init_runs_every_check_in_the_documented_order(tmp_path, monkeypatc
 
 
 #: A setting in each refused cell of `hir_trl.compat.REFUSALS` (``use_liger_kernel`` depends on the machine's GPU:
-#: tests/test_config_compat.py).
+#: tests/trainer/test_config_compat.py).
 REFUSED = {
     "loss_type": {"loss_type": "nope"},
     "importance_sampling_level": {"importance_sampling_level": "nope"},

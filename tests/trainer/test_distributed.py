@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .testing_utils import REPO_ROOT, SAMPLE_DATA
+from ..testing_utils import REPO_ROOT, SAMPLE_DATA
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ import torch
 from hir_trl import HiRConfig
 from hir_trl.guards import NothingTrainedError, ZeroGradientGuard
 
-from .testing_utils import assert_nothing_written, assert_one_line_error, train
+from ..testing_utils import assert_nothing_written, assert_one_line_error, train
 
 GREEDY = [
     pytest.param({"generation_kwargs": {"do_sample": False}}, "generation_kwargs.do_sample is False", id="do_sample"),

@@ -18,7 +18,7 @@ from hir_trl.cli.synth import main as synth_main
 from hir_trl.errors import check_write_targets, write_target_problem
 from hir_trl.run_folder import model_files, output_model_problem
 
-from .testing_utils import SAMPLE_DATA, TINY_RECIPE, assert_one_line_error
+from ..testing_utils import SAMPLE_DATA, TINY_RECIPE, assert_one_line_error
 
 # ------------------------------------------------------------------------------------------ output_dir holds a model
 

@@ -30,7 +30,7 @@ from hir_trl.run_folder import (
     set_aside_later_line,
 )
 
-from .testing_utils import TINY_RECIPE, write_checkpoint
+from ..testing_utils import TINY_RECIPE, write_checkpoint
 
 DAMAGES = {
     "killed before its trainer state": lambda c: (c / "trainer_state.json").unlink(),

@@ -13,7 +13,7 @@ import torch
 from hir_trl import ConstraintReward, HiRTrainer
 from hir_trl.step.rewards import extra_rewards_problem, named_reward_functions, names_reward_model
 
-from .testing_utils import assert_nothing_written, assert_one_line_error, make_args, train
+from ..testing_utils import assert_nothing_written, assert_one_line_error, make_args, train
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +116,7 @@ def test_a_reward_model_on_two_processes_scores_every_ranks_replays(tmp_path, re
     import subprocess
     import sys
 
-    from .testing_utils import REPO_ROOT, TINY_RECIPE
+    from ..testing_utils import REPO_ROOT, TINY_RECIPE
 
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))

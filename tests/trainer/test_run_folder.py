@@ -48,7 +48,7 @@ from hir_trl.run_folder import (
     unwritable,
 )
 
-from .testing_utils import REPO_ROOT, SAMPLE_DATA, TINY_RECIPE, assert_one_line_error, write_checkpoint
+from ..testing_utils import REPO_ROOT, SAMPLE_DATA, TINY_RECIPE, assert_one_line_error, write_checkpoint
 
 
 @pytest.fixture(scope="module")

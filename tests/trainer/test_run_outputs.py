@@ -8,7 +8,7 @@ import re
 
 from hir_trl.cli.main import main
 
-from .testing_utils import REPO_ROOT
+from ..testing_utils import REPO_ROOT
 
 TINY_RECIPE = REPO_ROOT / "recipes" / "tiny" / "hir" / "config_cpu.yaml"
 

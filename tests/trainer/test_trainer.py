@@ -13,7 +13,7 @@ from hir_trl import ConstraintReward, HiRConfig, HiRTrainer
 from hir_trl.data.templates import join_instruction
 from hir_trl.trainer import check_batch_layout
 
-from .testing_utils import make_args, spy_generation
+from ..testing_utils import make_args, spy_generation
 
 
 @pytest.fixture
@@ -143,8 +143,8 @@ def test_model_card_tagged_hir(tmp_path, tiny_model_path, sample_dataset):
 
 
 def test_reward_funcs_are_functions_beside_one_constraint_reward(tmp_path, tiny_model_path, sample_dataset):
-    # reward functions and reward models are accepted beside the constraint reward (tests/test_custom_constraints.py,
-    # tests/test_reward_models.py); anything else is not
+    # reward functions and reward models are accepted beside the constraint reward
+    # (tests/verifiers/test_custom_constraints.py, tests/trainer/test_reward_models.py); anything else is not
     with pytest.raises(TypeError, match="got int 7"):
         HiRTrainer(model=str(tiny_model_path), args=make_args(tmp_path), train_dataset=sample_dataset,
                    reward_funcs=[ConstraintReward(), 7])

@@ -13,7 +13,7 @@ from datasets import Dataset
 from hir_trl import DatasetFormatError, HiRConfig, HiRTrainer, load_hir_dataset
 from hir_trl.data.loading import normalize_dataset
 
-from .testing_utils import SAMPLE_DATA
+from ..testing_utils import SAMPLE_DATA
 
 NATIVE = [{"id": f"n-{i}", "task": f"Write a haiku about rain number {i}.",
            "constraints": [{"text": "Do not use any commas.", "family": "ifeval",

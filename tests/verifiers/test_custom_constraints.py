@@ -20,7 +20,7 @@ from hir_trl.data.loading import load_rows
 from hir_trl.verifiers import FAMILIES, validate_constraint, verify_constraint
 from hir_trl.verifiers import muldimif as muldimif_module
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ALWAYS_TEXT = "Write in the Acme house style."
 NEVER_TEXT = "Include the secret Acme code."
 
