@@ -275,9 +275,10 @@ def test_a_real_change_of_the_step_arithmetic_fails(tmp_path, tiny_model_path, s
 
 #: The kernel sets torch can be told to use (ATEN_CPU_CAPABILITY); each must reproduce the record.
 CAPABILITIES = ["default", "avx2"]
-#: The scenarios each kernel set reruns: both shortfall policies, both estimators, the KL term in the reward (the
-#: other scenarios add arithmetic, not kernels, and run under this process's kernels above).
-KERNEL_SCENARIOS = ["pad-grpo", "resample-reinforce_pp-kl_in_reward"]
+#: The scenarios each kernel set reruns: both shortfall policies, both estimators, the KL term in the reward, and the
+#: defaults' replay advantage with ended-only replays and the binary reward (the other scenarios add arithmetic, not
+#: kernels, and run under this process's kernels above).
+KERNEL_SCENARIOS = ["pad-grpo", "resample-reinforce_pp-kl_in_reward", "pad-grpo-positive-ended-ila"]
 
 
 @pytest.mark.parametrize("capability", CAPABILITIES)
