@@ -164,7 +164,7 @@ def main(argv=None) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from hir_trl import load_hir_dataset
-    from hir_trl.step.rewards import ConstraintReward
+    from hir_trl.rewards import ConstraintReward
 
     torch.set_num_threads(ns.threads)
     start = time.time()

@@ -3,7 +3,7 @@
 What runs on one rank's CPU (or waits on the network) in a HiR step, measured on real constraint mixes:
 
 - **rule verification**: every (completion, hard constraint) of the rank's sampled rows, through
-  `hir_trl.step.rewards.ConstraintReward.verify` (the path TRL's reward call takes), each check also timed alone for
+  `hir_trl.rewards.ConstraintReward.verify` (the path TRL's reward call takes), each check also timed alone for
   the slowest ones and their cause (the function of the verifier that took most of the check's time, by cProfile);
 - **judge wait**: the soft constraints of the sampled rows (inside the reward call), then the replays' kept soft
   constraints re-judged under q' (``rejudge_replays``), against a local OpenAI-compatible server on 127.0.0.1
@@ -374,7 +374,7 @@ def gpu_step_seconds(tokens: int, *, params: float = 7.62e9, layers: int = 28, h
 
 def run_case(data: Path, mix: str, tokens: int, server: LatencyJudgeServer, compare: bool,
              seed: int) -> dict[str, Any]:
-    from hir_trl.step.rewards import ConstraintReward
+    from hir_trl.rewards import ConstraintReward
 
     rng = random.Random(f"{seed}-{mix}")  # the same rows at every length of a mix
     rows, texts = mix_rows(data / MIXES[mix], mix, ROWS_PER_RANK // GROUP_SIZE, rng)

@@ -30,7 +30,7 @@ if not _bug_report_command():
     from .configs import HiRConfig, HiRScriptArguments
     from .data.loading import DatasetFormatError, load_hir_dataset, load_rows
     from .judge import JudgeError, LiteLLMJudge, build_judge
-    from .step.rewards import ConstraintReward, VerdictMatrix
+    from .rewards import ConstraintReward, VerdictMatrix
     from .trainer import HiRTrainer
     from .verifiers import register_verifier
 

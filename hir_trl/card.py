@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import textwrap
@@ -45,11 +44,12 @@ def local_card(text: str, base_model: str | None, model_path: str) -> str:
 
 
 def card_fields(args: Any) -> list[str]:
-    """The fields the card lists: every field `HiRConfig` declares itself (so a new one cannot be missed), then
-    `TRL_CARD_FIELDS` and any other field of `hir_trl.configs.PAPER_VALUES`."""
-    from .configs import PAPER_VALUES, HiRConfig
+    """The fields the card lists: every field hir-trl declares in `HiRConfig` (`hir_trl.configs.own_fields`: its own
+    and the judge's, so a new one cannot be missed), then `TRL_CARD_FIELDS` and any other field of
+    `hir_trl.configs.PAPER_VALUES`."""
+    from .configs import PAPER_VALUES, own_fields
 
-    own = [f.name for f in dataclasses.fields(HiRConfig) if f.name in HiRConfig.__annotations__]
+    own = own_fields()
     extra = [name for name in (*TRL_CARD_FIELDS, *PAPER_VALUES) if name not in own]
     return [name for name in dict.fromkeys(own + extra) if hasattr(args, name)]
 

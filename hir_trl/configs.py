@@ -19,7 +19,8 @@ from trl import DatasetMixtureConfig, GRPOConfig
 
 from .compat import REFUSALS
 from .errors import choice_error
-from .judge.config import FAILURE_POLICIES, extra_kwargs_problem, judge_settings_problem, options_credential_problem
+from .judge.arguments import JudgeArguments, judge_problem
+from .judge.config import options_credential_problem
 from .step.advantages import ESTIMATORS, REPLAY_ADVANTAGES, TRL_ESTIMATOR
 from .step.loss_weighting import LOSS_WEIGHTINGS
 from .step.replay import SCOPES, SELECTIONS
@@ -45,7 +46,7 @@ PAPER_VALUES: dict[str, Any] = {
 
 
 @dataclass
-class HiRConfig(GRPOConfig):
+class HiRConfig(JudgeArguments, GRPOConfig):
     r"""Configuration for `HiRTrainer`: TRL's `GRPOConfig` plus the Hindsight instruction Replay fields.
 
     Defaults are the paper's (Appendix A): m = ``num_generations`` = 6 sampled responses per instruction,
@@ -158,11 +159,16 @@ class HiRConfig(GRPOConfig):
             (recorded, or vLLM's ``sampling_per_token_logps``), never from an extra pass.
         judge_model, judge_api_base, judge_api_key_env, judge_max_concurrency, judge_timeout, judge_max_retries,
         judge_retry_backoff, judge_temperature, judge_max_tokens, judge_logprobs, judge_failure_policy,
-        judge_extra_kwargs, judge_cache_dir, rejudge_replays:
-            The LLM judge of soft constraints (paper Appendix "Evaluation Prompt"), see `hir_trl.judge` and each
-            field's help. ``judge_api_key_env`` is the NAME of the variable holding the key, never the key.
+        judge_extra_kwargs, judge_cache_dir:
+            The LLM judge of soft constraints (paper Appendix "Evaluation Prompt"), inherited from
+            `hir_trl.judge.arguments.JudgeArguments` (the same fields, defaults and help as ``hir-trl eval``'s); see
+            `hir_trl.judge` and each field's help. ``judge_api_key_env`` is the NAME of the variable holding the key,
+            never the key.
+        soft_constraints, rejudge_replays:
+            What training does with soft constraints (judged, failed or skipped), and whether a replay's kept soft
+            constraints are judged again under q'.
         push_completions: with ``push_to_hub`` and ``log_completions``, whether the completion logs
-            (``output_dir/completions/``) go up with the model (`hir_trl.trl_adapter.TRLPasses.hub_upload`).
+            (``output_dir/completions/``) go up with the model (`hir_trl.run_folder.hub_upload`).
 
     Raises:
         ValueError: the first problem `validate` finds, in its order (one line naming the field): a field whose
@@ -327,14 +333,8 @@ class HiRConfig(GRPOConfig):
                   "max_position_embeddings)."},
     )
 
-    # ---------------------------------------------------------------- judge (soft constraints)
-    # Keys are never stored here: judge_api_key_env holds the NAME of the variable (see hir_trl.judge).
-    judge_model: str | None = field(
-        default="deepseek/deepseek-chat",
-        metadata={"help": "litellm model string of the soft-constraint judge (paper: DeepSeek-V3.1 non-thinking, "
-                  "'deepseek/deepseek-chat'). 'hosted_vllm/<name>' or 'openai/<name>' with judge_api_base for an "
-                  "OpenAI-compatible server such as `vllm serve`. Empty: no judge (see soft_constraints)."},
-    )
+    # ---------------------------------------------------------------- soft constraints
+    # The judge_* fields come from JudgeArguments (hir_trl.judge.arguments), shared with hir-trl eval.
     soft_constraints: str = field(
         default="judge",
         metadata={"help": "Soft (LLM-judged) constraints in the data: 'judge' = judged by judge_model, and training "
@@ -343,65 +343,6 @@ class HiRConfig(GRPOConfig):
                   "ILA 0); 'skip' = removed from every row before training (never judged, rewarded or kept in a "
                   "hindsight instruction; a row left with no constraint is not trained on).",
                   "choices": ["judge", "fail", "skip"]},
-    )
-    judge_api_base: str | None = field(
-        default=None,
-        metadata={"help": "Base URL of the judge endpoint, e.g. 'http://host:8000/v1'; None: the provider's default."},
-    )
-    judge_api_key_env: str | None = field(
-        default="DEEPSEEK_API_KEY",
-        metadata={"help": "NAME of the environment variable holding the judge's API key (never the key itself; it "
-                  "is read at each request and never saved). Empty: send no key (local server without auth)."},
-    )
-    judge_max_concurrency: int = field(
-        default=64,
-        metadata={"help": "Most judge requests in flight at once (per process)."},
-    )
-    judge_timeout: float = field(
-        default=60.0,
-        metadata={"help": "Seconds one judge request attempt may take before it is abandoned (finite)."},
-    )
-    judge_max_retries: int = field(
-        default=3,
-        metadata={"help": "Retries of a failed judge request (timeout, connection error, 5xx, 429, malformed or "
-                  "empty answer), with exponential backoff."},
-    )
-    judge_retry_backoff: float = field(
-        default=1.0,
-        metadata={"help": "Seconds before the first judge retry; doubles each retry (with jitter), capped at 30 s."},
-    )
-    judge_temperature: float = field(
-        default=0.0,
-        metadata={"help": "Sampling temperature of the judge."},
-    )
-    judge_max_tokens: int = field(
-        default=16,
-        metadata={"help": "Most tokens in a judge answer (text mode). The answer is YES or NO; raise it for a "
-                  "judge that thinks before answering."},
-    )
-    judge_logprobs: bool = field(
-        default=False,
-        metadata={"help": "Decide a soft constraint by P(YES) vs P(NO) of the judge's first answer token "
-                  "(logprobs, max_tokens=1) instead of parsing its answer text. Needs a server that returns logprobs."},
-    )
-    judge_failure_policy: str = field(
-        default="unsatisfied",
-        metadata={"help": "A judge call that still fails after its retries (or an answer that is neither YES nor NO): "
-                  "'unsatisfied' records a failed, not-satisfied verdict (counted in judge/failures); 'raise' stops "
-                  "training with JudgeError.", "choices": list(FAILURE_POLICIES)},
-    )
-    judge_extra_kwargs: dict | str | None = field(
-        default=None,
-        metadata={"help": "Further arguments of litellm.acompletion for every judge request (a mapping in a recipe, "
-                  "JSON on the command line), e.g. to hold a small judge to YES/NO: {\"logit_bias\": {\"<YES id>\": "
-                  "100.0, \"<NO id>\": 100.0}} (token ids of the judge's tokenizer; values are sent as floats) or, for "
-                  "vLLM, {\"extra_body\": {\"guided_choice\": [\"YES\", \"NO\"]}}. Never a key, nor an argument "
-                  "another judge_* field sets."},
-    )
-    judge_cache_dir: str | None = field(
-        default=None,
-        metadata={"help": "Directory of the on-disk judge cache (SQLite; safe to share between processes and runs), "
-                  "so a resumed run asks nothing twice. None: cache in memory for this run only."},
     )
     rejudge_replays: bool = field(
         default=False,
@@ -437,7 +378,7 @@ class HiRScriptArguments(GRPOScriptArguments, DatasetMixtureConfig):
     its meaning, plus HiR's. ``dataset_name`` may be a Hub dataset id (``sastpg/HIR-16K``), a local dataset
     directory, or a local ``.json``/``.jsonl``/``.parquet`` file in HIR-16K or native format (see `hir_trl.data`);
     ``datasets`` is TRL's dataset mixture instead (read by `trl.get_dataset`); ``reward_funcs`` adds TRL-style
-    reward functions after the constraint reward (`hir_trl.step.rewards.named_reward_functions`).
+    reward functions after the constraint reward (`hir_trl.trainer_setup.named_reward_functions`).
     """
 
     dataset_max_rows: int | None = field(
@@ -669,12 +610,23 @@ def _reads_as_number(text: str) -> bool:
     return True
 
 
+def own_fields(cls: type | None = None) -> list[str]:
+    """The fields hir-trl declares in dataclass ``cls`` (default `HiRConfig`), in field order: those ``cls`` or a base
+    of its from `hir_trl` declares (for `HiRConfig`, its own and the ``judge_*`` fields of
+    `hir_trl.judge.arguments.JudgeArguments`), redeclared TRL fields included; not those of TRL's or transformers'
+    bases. The model card lists them (`hir_trl.card.card_fields`)."""
+    cls = HiRConfig if cls is None else cls
+    declared = {name for klass in cls.__mro__ if klass.__module__.split(".")[0] == "hir_trl"
+                for name in klass.__dict__.get("__annotations__", {})}
+    return [f.name for f in dataclasses.fields(cls) if f.name in declared]
+
+
 def choice_problem(config: Any, cls: type | None = None) -> str | None:
-    """The first field declared by ``cls`` itself (default `HiRConfig`) whose value is not among its
+    """The first field hir-trl declares in ``cls`` (default `HiRConfig`; `own_fields`) whose value is not among its
     ``metadata["choices"]`` (the one list of choices, shown by ``--help``; a strategy's choices are its registry's
     keys), as a message (`hir_trl.errors.choice_error`); None when every such field is valid."""
     cls = HiRConfig if cls is None else cls
-    own = set(getattr(cls, "__annotations__", {}))
+    own = set(own_fields(cls))
     for f in dataclasses.fields(cls):
         allowed = f.metadata.get("choices")
         if f.name in own and allowed is not None and getattr(config, f.name) not in allowed:
@@ -864,23 +816,6 @@ def refusal_problem(args: Any) -> str | None:
     return None
 
 
-def judge_problem(args: Any) -> str | None:
-    """A judge field (see `hir_trl.judge`) out of range, a ``judge_api_key_env`` that is not an environment variable
-    name, a ``judge_extra_kwargs`` that is not a mapping of litellm arguments, or anything shaped like a credential
-    in a judge field (`hir_trl.judge.config`; the message never shows it)."""
-    problem = judge_settings_problem(
-        model=args.judge_model, api_key_env=args.judge_api_key_env, max_concurrency=args.judge_max_concurrency,
-        timeout=args.judge_timeout, max_retries=args.judge_max_retries, temperature=args.judge_temperature,
-        failure_policy=args.judge_failure_policy, retry_backoff=args.judge_retry_backoff,
-        api_base=args.judge_api_base, cache_dir=args.judge_cache_dir)
-    if problem is None and (not isinstance(args.judge_max_tokens, int) or args.judge_max_tokens < 1):
-        problem = f"judge_max_tokens must be an integer >= 1, got {args.judge_max_tokens!r}"
-    if problem is None and isinstance(args.judge_extra_kwargs, str):
-        problem = ("judge_extra_kwargs must be a JSON object (e.g. '{\"logit_bias\": {\"31\": 100.0}}'), got a "
-                   "string that is not one")
-    return problem if problem is not None else extra_kwargs_problem(args.judge_extra_kwargs)
-
-
 #: Below this sampling temperature a group's m completions are nearly all the same: a run still learns from the
 #: groups that differ, with a warning (`warn_near_greedy`).
 NEAR_GREEDY_TEMPERATURE = 0.1
@@ -993,7 +928,7 @@ def validate(config: Any, convert: Callable[[], None] | None = None) -> None:
        then ``convert()`` (TRL's `GRPOConfig.__post_init__`, with its own checks);
     8. `refusal_problem`: a `GRPOConfig` value or combination HiR refuses (`hir_trl.compat.REFUSALS`);
        `greedy_problem`: sampling that makes a group's completions all the same (``generation_kwargs`` included);
-    9. `judge_problem`: the ``judge_*`` fields (`hir_trl.judge.config`);
+    9. `judge_problem`: the ``judge_*`` fields (`hir_trl.judge.arguments.judge_problem`);
     10. `combination_problem`: ``replay_loss_weighting="paper"``, ``kl_in_reward``;
     11. `batch_layout_problem` again, once TRL has derived ``steps_per_generation``;
     then `warn_silenced_replays` and `warn_near_greedy` (log lines, not errors).

@@ -13,6 +13,9 @@ and when a run is finished.
   ``--resume_from_checkpoint true`` never continues it.
 - A final model counts as written only when its marker, written last (`mark_final_save`), lists every file of the
   save with its size (`final_model`); only then is a re-run "already finished" (`check_finished`).
+- An upload of the folder to the Hub (``push_to_hub``) carries the completion logs TRL keeps in it
+  (`COMPLETIONS_PATTERNS`) unless ``push_completions: false`` (`hub_upload`); a run says which at start
+  (`warn_hub_upload`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import dataclasses
 import enum
 import errno
 import json
+import logging
 import math
 import os
 import re
@@ -31,12 +35,17 @@ from typing import Any
 
 from .errors import one_line
 
+logger = logging.getLogger(__name__)
+
 #: The lock file a run holds in its ``output_dir`` (its content names the holder: pid, host, start time).
 LOCK_FILE = "_hir-trl.lock"
 #: The final save's marker, written after the model, the trainer state and the model card: the files and their sizes.
 FINAL_MARK = "hir_final_model.json"
 #: Where `set_aside_later_line` moves the checkpoints, completion logs and final files of an abandoned line.
 ABANDONED = "_abandoned"
+#: What ``push_completions: false`` leaves out of an upload of ``output_dir``: TRL's completion logs
+#: (``completions/completions_<step>.parquet``, written by `trl.GRPOTrainer.log`).
+COMPLETIONS_PATTERNS = ("completions/*",)
 #: Settings a checkpoint keeps (recorded in its ``hir_state.json``; `check_resume_point`): the optimizer's and the
 #: scheduler's, which resuming restores from the checkpoint whatever the run sets, and those the data order and TRL's
 #: generation schedule follow, which resuming with other values would shift.
@@ -979,9 +988,72 @@ def training_run(trainer: Any, resume_from_checkpoint: str | bool | None) -> Ite
         yield checkpoint
 
 
-__all__ = ["ABANDONED", "FINAL_MARK", "LOCK_FILE", "RESUME_SETTINGS", "AlreadyFinished", "check_finished",
-           "check_output_dir", "check_resume", "check_resume_point", "checkpoint_file_problem", "claim_run_folder",
-           "complete_final_save", "final_model", "holding_run_folder", "last_checkpoint", "mark_final_save",
-           "model_files", "output_model_problem",
+# ------------------------------------------------------------------------------------------ uploads to the Hub
+
+
+def hub_upload_note(args: Any) -> str | None:
+    """One line when an upload (``push_to_hub``) will carry the completion logs (``log_completions``, kept in
+    ``output_dir/completions/``), or leave them out (``push_completions: false``); None without both.
+
+    Args:
+        args: the run's `hir_trl.HiRConfig` (``push_to_hub``, ``log_completions``, ``push_completions``,
+            ``output_dir``).
+    """
+    if not (args.push_to_hub and args.log_completions):
+        return None
+    if getattr(args, "push_completions", True):
+        return (f"push_to_hub uploads the completion logs ({args.output_dir}/completions/: every prompt and "
+                "completion of training) with the model; pass --push_completions false to leave them out")
+    return f"push_to_hub leaves the completion logs ({args.output_dir}/completions/) out of every upload"
+
+
+def warn_hub_upload(args: Any, main_process: bool) -> str | None:
+    """Log `hub_upload_note` as a warning (``hir-trl: <note>``) on the main process. Returns the note, or None."""
+    note = hub_upload_note(args)
+    if note is not None and main_process:
+        logger.warning("hir-trl: %s", note)
+    return note
+
+
+@contextmanager
+def hub_upload(args: Any) -> Iterator[None]:
+    """Within this context, transformers' uploads of ``output_dir`` (`transformers.Trainer.push_to_hub` and
+    `transformers.Trainer._push_from_checkpoint`, which call ``transformers.trainer.hf_api().upload_folder`` with
+    ``ignore_patterns=["_*", "checkpoint-*"]``) also leave out `COMPLETIONS_PATTERNS` when ``push_completions`` is
+    off (and ``log_completions`` on); otherwise nothing changes. The patterns are bound when ``upload_folder`` is
+    called, so an upload that runs on afterwards in the background (``hub_strategy: every_save``) keeps them.
+
+    Args:
+        args: the run's `hir_trl.HiRConfig` (``push_completions``, ``log_completions``).
+    """
+    if getattr(args, "push_completions", True) or not args.log_completions:
+        yield
+        return
+    import transformers.trainer as trainer_module
+
+    original = trainer_module.hf_api
+
+    class LeavingOut:
+        def __init__(self, api: Any) -> None:
+            self.api = api
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.api, name)
+
+        def upload_folder(self, *args: Any, ignore_patterns: Any = None, **kwargs: Any) -> Any:
+            patterns = [ignore_patterns] if isinstance(ignore_patterns, str) else list(ignore_patterns or [])
+            return self.api.upload_folder(*args, ignore_patterns=[*patterns, *COMPLETIONS_PATTERNS], **kwargs)
+
+    trainer_module.hf_api = lambda *args, **kwargs: LeavingOut(original(*args, **kwargs))
+    try:
+        yield
+    finally:
+        trainer_module.hf_api = original
+
+
+__all__ = ["ABANDONED", "COMPLETIONS_PATTERNS", "FINAL_MARK", "LOCK_FILE", "RESUME_SETTINGS", "AlreadyFinished",
+           "check_finished", "check_output_dir", "check_resume", "check_resume_point", "checkpoint_file_problem",
+           "claim_run_folder", "complete_final_save", "final_model", "holding_run_folder", "hub_upload",
+           "hub_upload_note", "last_checkpoint", "mark_final_save", "model_files", "output_model_problem",
            "optimizer_restart_note", "paths_read", "release_run_folder", "resume_settings", "run_outputs",
-           "set_aside_later_line", "start_final_save", "training_run", "unwritable"]
+           "set_aside_later_line", "start_final_save", "training_run", "unwritable", "warn_hub_upload"]

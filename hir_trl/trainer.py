@@ -1,6 +1,7 @@
 """`HiRTrainer`: Hindsight instruction Replay inside TRL's `GRPOTrainer`, as a thin adapter.
 
-The class holds `__init__` and TRL's hooks, each calling super() and handing HiR's part to one function: TRL samples
+The class holds `__init__` (the checks, `GRPOTrainer.__init__`, the set-up: `hir_trl.trainer_setup`) and TRL's hooks,
+each calling super() and handing HiR's part to one function: TRL samples
 m = ``num_generations`` completions per instruction and scores them with `ConstraintReward`; `hir_trl.step` then
 completes every group as the paper's Algorithm 2 (Select-Rewrite, Algorithm 1, in `hir_trl.step.replay`; the shortfall
 policy in `hir_trl.step.shortfall`; the new rows in `hir_trl.step.batch`; advantages in `hir_trl.step.advantages`). The step
@@ -12,36 +13,29 @@ platform workarounds are `hir_trl.models.workarounds`'.
 
 from __future__ import annotations
 
-import logging
 import os
 from typing import Any
 
 from trl import GRPOTrainer
 
 from .card import HIR_PAPER, add_hir_section, card_dataset_name, card_fields, hir_card_section
-from .compat import check_argument_order, check_trainer_arguments
 from .configs import HiRConfig, check_batch_layout
-from .data.loading import check_prompt_lengths, normalize_dataset, prompt_length_limits
-from .guards import NonFiniteGuard, NothingTrainedGuard, ZeroGradientGuard, check_enough_rows
-from .models.workarounds import (
-    check_head_size,
-    fix_colocate_weight_sync,
-    gloo_teardown_pause,
-    vllm_runs_on_cpu,
-    weights_on_each_node,
-)
-from .run_folder import resume_settings, training_run
+from .judge import Judge
+from .models.adapter_base import write_adapter_base
+from .models.workarounds import gloo_teardown_pause, weights_on_each_node
+from .run_folder import hub_upload, resume_settings, training_run
 from .step.advantages import TRL_ESTIMATOR
 from .step.algorithm import hir_generation_batch, trl_generation_batch
 from .step.replay import HIR_STATE_FILE, restore_checkpoint_state, save_checkpoint_state
-from .step.rewards import Judge, SoftConstraintsWithoutJudgeError, check_soft_constraints_judged, trainer_reward
 from .step.sampling import record_while_sampling
-from .step.shortfall import shortfall_policy
 from .step.state import HiRStep
+from .trainer_setup import (
+    SoftConstraintsWithoutJudgeError,
+    check_soft_constraints_judged,
+    grpo_arguments,
+    prepare_trainer,
+)
 from .trl_adapter import TRLPasses
-from .verifiers import sentence_backend
-
-logger = logging.getLogger(__name__)
 
 
 class HiRTrainer(GRPOTrainer):
@@ -89,7 +83,7 @@ class HiRTrainer(GRPOTrainer):
             (not a function) or two `ConstraintReward` in ``reward_funcs``.
         ValueError: a `ConstraintReward` whose ``reward_mode`` is not ``args.reward_mode``, one that is not first,
             ``reward_weights`` of the wrong length, or extra functions with ``multi_objective_aggregation`` other
-            than ``"sum_then_normalize"`` (`hir_trl.step.rewards.trainer_reward`).
+            than ``"sum_then_normalize"`` (`hir_trl.trainer_setup.trainer_reward`).
         hir_trl.guards.NothingTrainedError: (a `ValueError`) fewer training rows than one step's prompts
             (`hir_trl.guards.check_enough_rows`); raised by ``train()`` too when a run ends without an optimizer step
             (`hir_trl.guards.NothingTrainedGuard`, a streaming dataset too short). A run whose every step had a
@@ -99,7 +93,7 @@ class HiRTrainer(GRPOTrainer):
         DatasetFormatError: (a `ValueError`) a training or evaluation row of no schema `load_hir_dataset` reads, or
             with a malformed field: the message names the row and the field; or a prompt too long to sample from
             (`hir_trl.data.loading.check_prompt_lengths`), with its token count.
-        SoftConstraintsWithoutJudgeError: soft constraints and no judge (`hir_trl.step.rewards.trainer_reward`).
+        SoftConstraintsWithoutJudgeError: soft constraints and no judge (`hir_trl.trainer_setup.trainer_reward`).
 
     Example:
 
@@ -120,6 +114,8 @@ class HiRTrainer(GRPOTrainer):
     _tag_names = ["trl", "grpo", "hir"]
     _name = "HiR"
     _paper = HIR_PAPER
+    hir_passes: TRLPasses  # HiR's per-trainer state and its one way to TRL (set up by `grpo_arguments`)
+    last_replay: HiRStep | None  # what the latest HiR generation batch added on this rank
 
     def __init__(self, model: Any, reward_funcs: Any = None, args: HiRConfig | None = None, train_dataset: Any = None,
                  eval_dataset: Any = None, processing_class: Any = None, reward_processing_classes: Any = None,
@@ -127,66 +123,13 @@ class HiRTrainer(GRPOTrainer):
                  peft_config: Any = None, tools: Any = None, rollout_func: Any = None,
                  environment_factory: Any = None, *, judge: Judge | None = None,
                  dataset_name: str | None = None) -> None:
-        check_argument_order(reward_funcs, args)
-        kwargs = dict(eval_dataset=eval_dataset, processing_class=processing_class,
-                      reward_processing_classes=reward_processing_classes, callbacks=callbacks, optimizers=optimizers,
-                      quantization_config=quantization_config, peft_config=peft_config, tools=tools,
-                      rollout_func=rollout_func, environment_factory=environment_factory)
-        if args is None:
-            name = model if isinstance(model, str) else model.config._name_or_path
-            args = HiRConfig(f"{str(name).split('/')[-1]}-HiR")
-        if not isinstance(args, HiRConfig):
-            raise TypeError(f"HiRTrainer needs a HiRConfig, got {type(args).__name__}")
-        check_trainer_arguments(kwargs)  # GRPOTrainer arguments replays cannot honour (`hir_trl.compat`)
-        # HiR's per-trainer state and its one way to TRL (the hooks' and the step's, `hir_trl.step.StepPasses`)
-        self.hir_passes = TRLPasses(self, seed=args.seed)
-        if args.use_vllm:
-            from .models.smollm2 import MissingDependencyError
-
-            if not self.hir_passes.vllm_available():
-                raise MissingDependencyError("use_vllm: true needs vLLM, which is not installed: pip install "
-                                             "'hir-trl[vllm]' (a vLLM in TRL's supported range; on CPU: docs/scale-out.md "
-                                             "'vLLM on CPU'), or set use_vllm: false to sample with transformers "
-                                             "generate")
-        train_dataset = normalize_dataset(train_dataset, "train_dataset")
-        eval_dataset = normalize_dataset(kwargs.get("eval_dataset"), "eval_dataset")
-        reward_funcs, train_dataset, eval_dataset = trainer_reward(args, train_dataset, eval_dataset, reward_funcs,
-                                                                   judge)
-        check_enough_rows(args, train_dataset)  # fewer rows than one step's prompts would train nothing
-        if eval_dataset is not None:
-            kwargs["eval_dataset"] = eval_dataset
-        reward_funcs, self.extra_reward_funcs = reward_funcs[0], reward_funcs[1:]
-        if args.use_vllm and args.vllm_mode == "colocate" and vllm_runs_on_cpu():
-            check_head_size(model)
-        self.constraint_reward = reward_funcs
-        self.dataset_name = dataset_name
-        self.last_replay: HiRStep | None = None  # what the latest HiR generation batch added on this rank
-        self._shortfall = shortfall_policy(args.replay_shortfall, args.num_replays)  # chosen once (`hir_trl.step.shortfall`)
-        super().__init__(model=model, reward_funcs=[reward_funcs, *self.extra_reward_funcs], args=args,
-                         train_dataset=train_dataset, **kwargs)
-        self.extra_reward_funcs = list(self.reward_funcs[1:])  # a reward model as TRL loaded and prepared it
-        if self.use_vllm and self.vllm_mode == "colocate" and vllm_runs_on_cpu():
-            fix_colocate_weight_sync(self.vllm_generation)  # vLLM's CPU build repacks its weights
-        self.add_callback(NonFiniteGuard())  # stop on a NaN/inf gradient, parameter or loss (`hir_trl.guards`)
-        self.add_callback(NothingTrainedGuard())  # a run that ends without an optimizer step is an error
-        self.zero_gradient_guard = ZeroGradientGuard()  # a run whose every step's gradient was zero: told
-        self.add_callback(self.zero_gradient_guard)
-        # KL in the reward (released code): HiR takes beta as the KL-in-reward coefficient, TRL's KL loss term off
-        self.kl_coef = self.hir_passes.move_kl_to_reward() if args.kl_in_reward else 0.0
-        limits = prompt_length_limits(  # a prompt must leave room to sample (`hir_trl.data.loading.check_prompt_lengths`)
-            args.max_prompt_length,
-            getattr(self.accelerator.unwrap_model(self.model).config, "max_position_embeddings", None),
-            self.max_completion_length)
-        for name, dataset in (("train_dataset", self.train_dataset), ("eval_dataset", self.eval_dataset)):
-            for part, split in (dataset.items() if isinstance(dataset, dict) else [(None, dataset)]):
-                check_prompt_lengths(split, name if part is None else f"{name}[{part!r}]",
-                                     self.hir_passes.tokenize_prompts, limits)
-        groups = args.generation_batch_size // args.num_generations  # the log holds k more rows per group
-        self.hir_passes.resize_completion_log(args.generation_batch_size + groups * args.num_replays)
-        logger.info("HiR verifiers: sentence splitter = %s", sentence_backend())
-        no_recording = self.hir_passes.after_trl_init()  # the step timer on CUDA; can generate record while sampling?
-        logger.info("HiR token entropies / sampling log-probs: %s", "recorded while generate samples"
-                    if no_recording is None else f"not recorded ({no_recording})")
+        trl_kwargs = grpo_arguments(self, model, reward_funcs, args, train_dataset, dict(
+            eval_dataset=eval_dataset, processing_class=processing_class,
+            reward_processing_classes=reward_processing_classes, callbacks=callbacks, optimizers=optimizers,
+            quantization_config=quantization_config, peft_config=peft_config, tools=tools, rollout_func=rollout_func,
+            environment_factory=environment_factory), judge=judge, dataset_name=dataset_name)  # checks, in order
+        super().__init__(model=model, **trl_kwargs)
+        prepare_trainer(self)  # guards, KL in the reward, prompt lengths, completion log size
 
     @property
     def hir_step(self) -> bool:
@@ -339,14 +282,14 @@ class HiRTrainer(GRPOTrainer):
 
     def push_to_hub(self, *args: Any, **kwargs: Any) -> Any:
         """Override of `transformers.Trainer.push_to_hub`: super's, leaving the completion logs out of the upload
-        when ``push_completions`` is off (`hir_trl.trl_adapter.TRLPasses.hub_upload`)."""
-        with self.hir_passes.hub_upload():
+        when ``push_completions`` is off (`hir_trl.run_folder.hub_upload`)."""
+        with hub_upload(self.args):
             return super().push_to_hub(*args, **kwargs)
 
     def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
         """Override of `transformers.Trainer._push_from_checkpoint` (``hub_strategy`` uploads at each save): super's,
-        leaving the completion logs out when ``push_completions`` is off (`TRLPasses.hub_upload`)."""
-        with self.hir_passes.hub_upload():
+        leaving the completion logs out when ``push_completions`` is off (`hir_trl.run_folder.hub_upload`)."""
+        with hub_upload(self.args):
             super()._push_from_checkpoint(checkpoint_folder)
 
     def end(self) -> None:
@@ -384,11 +327,11 @@ class HiRTrainer(GRPOTrainer):
         """Override of `transformers.Trainer._save` (every save of the model: the final one, each ``checkpoint-N``,
         ``push_to_hub``'s): super's, then beside a LoRA adapter ``_hir_adapter_base.json``, the exact base it was
         trained on, which ``hir-trl eval generate`` merges it into while that base is here
-        (`hir_trl.trl_adapter.TRLPasses.write_adapter_base`). With ``save_on_each_node``, every node's copy holds
+        (`hir_trl.models.adapter_base.write_adapter_base`). With ``save_on_each_node``, every node's copy holds
         the model's weights (`hir_trl.models.workarounds.weights_on_each_node`)."""
         with weights_on_each_node(self.model, self.args, state_dict):
             super()._save(output_dir, state_dict)
-        self.hir_passes.write_adapter_base(output_dir)
+        write_adapter_base(self.model, self.args, output_dir)
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         """Override of `GRPOTrainer._load_optimizer_and_scheduler`: also restore the replay RNG on resume.

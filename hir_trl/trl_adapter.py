@@ -14,18 +14,11 @@ TRL's behaviour changes.
 from __future__ import annotations
 
 import asyncio
-import logging
 import random
 from collections import defaultdict, deque
 from collections.abc import Awaitable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
-
-logger = logging.getLogger(__name__)
-
-#: What ``push_completions: false`` leaves out of an upload of ``output_dir``: TRL's completion logs
-#: (``completions/completions_<step>.parquet``, written by `GRPOTrainer.log`).
-COMPLETIONS_PATTERNS = ("completions/*",)
 
 #: Completion-log buffers of ``GRPOTrainer._logs`` that hold one value per logged row.
 ROW_BUFFERS = ("prompt", "completion", "advantages")
@@ -43,11 +36,14 @@ def _ignore(*args: Any, **kwargs: Any) -> None:
 class TRLPasses:
     """HiR's side of one `HiRTrainer`: its per-trainer state, and every read or change of TRL's private state.
 
-    It implements `hir_trl.step.StepPasses` (the step's settings, passes and records) and the hooks' calls. It reads
-    the trainer's HiR settings (``args``, ``kl_coef``, ``constraint_reward``, ``extra_reward_funcs``) and TRL's
-    state (the models, the accelerator, ``_tokenizer``, ``_metrics``, ``_logs``, ``async_loop``); runs no-grad passes
-    through TRL's ``_get_per_token_logps_and_entropies`` and supplementary samples through `GRPOTrainer`'s own
-    ``_generate_and_score_completions`` (not HiR's override).
+    It implements `hir_trl.step.StepPasses` (the step's settings, passes and records) and the calls of
+    `HiRTrainer`'s ``__init__`` and hooks, and has no other public member (`tests/trainer/test_trl_adapter.py` lists
+    the trainer's). It reads the trainer's HiR settings (``args``, ``kl_coef``, ``constraint_reward``,
+    ``extra_reward_funcs``) and TRL's state (the models, the accelerator, ``_tokenizer``, ``_metrics``, ``_logs``,
+    ``async_loop``); runs no-grad passes through TRL's ``_get_per_token_logps_and_entropies`` and supplementary
+    samples through `GRPOTrainer`'s own ``_generate_and_score_completions`` (not HiR's override). The records a save
+    writes and what an upload carries are not TRL's state: `hir_trl.models.adapter_base`,
+    `hir_trl.run_folder.hub_upload`.
 
     Args:
         trainer: the `HiRTrainer` (built before ``GRPOTrainer.__init__`` runs: nothing of TRL is read here).
@@ -60,13 +56,13 @@ class TRLPasses:
             `after_trl_init`).
         capture: the `hir_trl.step.state.HiRCapture` of the current TRL call of a HiR step (`capturing`), else None.
         no_recording_reason: None when ``generate`` can record entropies and log-probs while sampling, else why not
-            (`sampling_record_problem`, set by `after_trl_init`).
+            (`_sampling_record_problem`, set by `after_trl_init`).
     """
 
     def __init__(self, trainer: Any, seed: int) -> None:
         from .step.log import StepTimer
 
-        self.trainer = trainer
+        self._trainer = trainer
         self.replay_rng = random.Random(seed)
         self.timer = StepTimer()
         self.capture: Any = None
@@ -74,103 +70,34 @@ class TRLPasses:
 
     def after_trl_init(self) -> str | None:
         """Once ``GRPOTrainer.__init__`` has run: a CUDA-synchronizing step timer on a CUDA device, and
-        `no_recording_reason` (`sampling_record_problem`). Returns `no_recording_reason`."""
+        `no_recording_reason` (`_sampling_record_problem`). Returns `no_recording_reason`."""
         import torch
 
         from .step.log import StepTimer
 
-        if self.trainer.accelerator.device.type == "cuda":
+        if self._trainer.accelerator.device.type == "cuda":
             self.timer = StepTimer(torch.cuda.synchronize)
-        self.no_recording_reason = self.sampling_record_problem()
-        self.record_adapter_base()
-        note = self.hub_upload_note()
-        if note is not None and self.trainer.accelerator.is_main_process:
-            logger.warning("hir-trl: %s", note)
+        self.no_recording_reason = self._sampling_record_problem()
         return self.no_recording_reason
 
-    # ---------------------------------------------------------------- the Hub
-    def record_adapter_base(self) -> dict[str, str]:
-        """The base a LoRA adapter of the trained model records (peft's ``peft_config[name].base_model_name_or_path``,
-        written to ``adapter_config.json`` at every save): the Hub id of a local base when known, else its absolute
-        path (`hir_trl.models.adapter_base.record_adapter_base`)."""
-        from .models.adapter_base import record_adapter_base
-
-        return record_adapter_base(self.trainer.model)
-
-    def write_adapter_base(self, output_dir: str | None) -> list:
-        """After a save into ``output_dir`` (None: ``args.output_dir``; `Trainer._save`, which the final save, every
-        ``checkpoint-N`` and ``push_to_hub`` go through): beside each LoRA adapter, ``_hir_adapter_base.json``, the
-        exact base trained on (`hir_trl.models.adapter_base.write_adapter_base_records`); main process only.
-
-        Returns:
-            The files written (none for a full model, or on another process).
-        """
-        from .models.adapter_base import write_adapter_base_records
-
-        if not self.args.should_save:
-            return []
-        return write_adapter_base_records(output_dir or self.args.output_dir, self.trainer.model)
-
-    def hub_upload_note(self) -> str | None:
-        """One line when an upload (``push_to_hub``) will carry the completion logs (``log_completions``, kept in
-        ``output_dir/completions/``), or leave them out (``push_completions: false``); None without both."""
-        args = self.args
-        if not (args.push_to_hub and args.log_completions):
-            return None
-        if getattr(args, "push_completions", True):
-            return (f"push_to_hub uploads the completion logs ({args.output_dir}/completions/: every prompt and "
-                    "completion of training) with the model; pass --push_completions false to leave them out")
-        return f"push_to_hub leaves the completion logs ({args.output_dir}/completions/) out of every upload"
-
-    @contextmanager
-    def hub_upload(self) -> Iterator[None]:
-        """Within this context, transformers' uploads of ``output_dir`` (`Trainer.push_to_hub` and
-        `Trainer._push_from_checkpoint`, which call ``transformers.trainer.hf_api().upload_folder`` with
-        ``ignore_patterns=["_*", "checkpoint-*"]``) also leave out `COMPLETIONS_PATTERNS` when ``push_completions``
-        is off. The patterns are bound when ``upload_folder`` is called, so an upload that runs on afterwards in the
-        background (``hub_strategy: every_save``) keeps them."""
-        if getattr(self.args, "push_completions", True) or not self.args.log_completions:
-            yield
-            return
-        import transformers.trainer as trainer_module
-
-        original = trainer_module.hf_api
-
-        class LeavingOut:
-            def __init__(self, api: Any) -> None:
-                self.api = api
-
-            def __getattr__(self, name: str) -> Any:
-                return getattr(self.api, name)
-
-            def upload_folder(self, *args: Any, ignore_patterns: Any = None, **kwargs: Any) -> Any:
-                patterns = [ignore_patterns] if isinstance(ignore_patterns, str) else list(ignore_patterns or [])
-                return self.api.upload_folder(*args, ignore_patterns=[*patterns, *COMPLETIONS_PATTERNS], **kwargs)
-
-        trainer_module.hf_api = lambda *args, **kwargs: LeavingOut(original(*args, **kwargs))
-        try:
-            yield
-        finally:
-            trainer_module.hf_api = original
-
     # ---------------------------------------------------------------- settings
-    args = property(lambda self: self.trainer.args)
-    num_generations = property(lambda self: self.trainer.num_generations)
-    kl_coef = property(lambda self: self.trainer.kl_coef)
-    model = property(lambda self: self.trainer.model)
-    global_step = property(lambda self: self.trainer.state.global_step)
-    eos_token_ids = property(lambda self: self.trainer.eos_token_ids)
-    pad_to_multiple_of = property(lambda self: self.trainer.pad_to_multiple_of)
-    scale_rewards = property(lambda self: self.trainer.scale_rewards)
-    reward_weights = property(lambda self: self.trainer.reward_weights.tolist())
-    judge = property(lambda self: self.trainer.constraint_reward.judge)
-    device = property(lambda self: self.trainer.accelerator.device)
+    args = property(lambda self: self._trainer.args)
+    num_generations = property(lambda self: self._trainer.num_generations)
+    kl_coef = property(lambda self: self._trainer.kl_coef)
+    model = property(lambda self: self._trainer.model)
+    global_step = property(lambda self: self._trainer.state.global_step)
+    eos_token_ids = property(lambda self: self._trainer.eos_token_ids)
+    pad_to_multiple_of = property(lambda self: self._trainer.pad_to_multiple_of)
+    scale_rewards = property(lambda self: self._trainer.scale_rewards)
+    reward_weights = property(lambda self: self._trainer.reward_weights.tolist())
+    judge = property(lambda self: self._trainer.constraint_reward.judge)
+    device = property(lambda self: self._trainer.accelerator.device)
 
     @property
     def pad_token_id(self) -> int:
         """The pad token id TRL pads completions with (``GRPOTrainer._tokenizer``, the processing class's
         tokenizer)."""
-        return self.trainer._tokenizer.pad_token_id
+        return self._trainer._tokenizer.pad_token_id
 
     @staticmethod
     def vllm_available() -> bool:
@@ -179,14 +106,14 @@ class TRLPasses:
 
         return bool(is_vllm_available())
 
-    def trl_computes_old_logps(self) -> bool:
+    def _trl_computes_old_logps(self) -> bool:
         """True when `GRPOTrainer._generate_and_score_completions` runs its own no-grad old-log-prob pass.
 
         TRL's condition (trl/trainer/grpo_trainer.py, "generate_every"): the optimizer step is not aligned with the
         generation (``gradient_accumulation_steps % (steps_per_generation * num_iterations) != 0``), or vLLM's
         importance-sampling correction is on.
         """
-        trainer = self.trainer
+        trainer = self._trainer
         generate_every = trainer.args.steps_per_generation * trainer.num_iterations
         return trainer.args.gradient_accumulation_steps % generate_every != 0 or bool(
             trainer.use_vllm and trainer.vllm_importance_sampling_correction)
@@ -194,13 +121,13 @@ class TRLPasses:
     def tokenize_prompts(self, prompts: Sequence[Any]) -> list[list[int]]:
         """Prompt token ids as TRL tokenizes them for generation (chat template applied), via
         ``GRPOTrainer._tokenize_prompts`` (its first return value)."""
-        return self.trainer._tokenize_prompts(list(prompts))[0]
+        return self._trainer._tokenize_prompts(list(prompts))[0]
 
     def move_kl_to_reward(self) -> float:
         """``kl_in_reward``: take TRL's ``beta`` as the KL-in-reward coefficient and set ``trainer.beta`` to 0, which
         turns TRL's KL loss term off (TRL loaded the reference model at construction because beta > 0; its loss
         reads ``self.beta``). Returns the coefficient."""
-        trainer = self.trainer
+        trainer = self._trainer
         coefficient, trainer.beta = trainer.beta, 0.0
         return coefficient
 
@@ -211,7 +138,7 @@ class TRLPasses:
 
         from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-        trainer = self.trainer
+        trainer = self._trainer
         return os.path.join(trainer._get_output_dir(trial=trial),
                             f"{PREFIX_CHECKPOINT_DIR}-{trainer.state.global_step}")
 
@@ -219,7 +146,7 @@ class TRLPasses:
     def resize_completion_log(self, size: int) -> None:
         """Make ``GRPOTrainer._logs`` hold ``size`` rows (TRL sizes it to one generation batch; HiR adds k rows per
         group)."""
-        self.trainer._logs = {
+        self._trainer._logs = {
             "images": deque(maxlen=size),
             "prompt": deque(maxlen=size),
             "completion": deque(maxlen=size),
@@ -236,7 +163,7 @@ class TRLPasses:
         TRL keeps fixed-size buffers (one generation batch) and relies on every batch filling them; a HiR batch logs a
         varying number of rows (padding rows are not logged), so rows of the previous batch would stay. The buffers
         keep their size (`resize_completion_log`); the columns (``rewards``, ``extra``) are dropped and refilled."""
-        logs = self.trainer._logs
+        logs = self._trainer._logs
         for name in ("images", *ROW_BUFFERS):
             logs[name].clear()
         for part in ("rewards", "extra"):
@@ -248,7 +175,7 @@ class TRLPasses:
         separate one, dropped on exit: TRL would otherwise add the evaluation batches' rows to the training step's
         log and rewrite that step's ``completions_<step>.parquet`` with them at the evaluation's log. Evaluation
         metrics (``_metrics["eval"]``) are untouched."""
-        trainer = self.trainer
+        trainer = self._trainer
         saved = trainer._logs
         trainer._logs = _empty_log()
         try:
@@ -257,11 +184,11 @@ class TRLPasses:
             trainer._logs = saved
 
     @contextmanager
-    def discard_records(self, rows_per_rank: int) -> Iterator[None]:
+    def _discard_records(self, rows_per_rank: int) -> Iterator[None]:
         """Undo what one call of `GRPOTrainer._generate_and_score_completions` inside the block adds to the step's
         metrics (``_metrics["train"]``, except the ``num_tokens`` counter) and to the completion log (``_logs``, its
         extra columns included): ``rows_per_rank`` prompts on every rank, gathered."""
-        trainer = self.trainer
+        trainer = self._trainer
         metrics = trainer._metrics["train"]
         lengths = {key: len(values) for key, values in metrics.items()}
         extra = {column: list(values) for column, values in trainer._logs["extra"].items()}  # e.g. ``verdicts``
@@ -281,15 +208,15 @@ class TRLPasses:
             else:
                 del logs["extra"][column]
 
-    def replace_logged_advantages(self, advantages: Sequence[float]) -> None:
+    def _replace_logged_advantages(self, advantages: Sequence[float]) -> None:
         """Replace the advantages of the last ``len(advantages)`` logged rows (TRL logged them before HiR changed
         them)."""
-        buffer = self.trainer._logs["advantages"]
+        buffer = self._trainer._logs["advantages"]
         for _ in advantages:
             buffer.pop()
         buffer.extend(advantages)
 
-    def log_completions(self, prompts: Sequence[Any], completions: Sequence[Any], rewards: Sequence[float],
+    def _log_completions(self, prompts: Sequence[Any], completions: Sequence[Any], rewards: Sequence[float],
                         advantages: Sequence[float], extra: dict[str, Sequence[Any]],
                         new_row_extra: dict[str, Sequence[Any]] | None = None) -> None:
         """Append rows (already gathered over ranks) to the completion log.
@@ -303,10 +230,10 @@ class TRLPasses:
                 TRL's other extra columns get None for the new rows.
         """
         new_row_extra = new_row_extra or {}
-        logs = self.trainer._logs
+        logs = self._trainer._logs
         logs["prompt"].extend(prompts)
         logs["completion"].extend(completions)
-        for name in self.trainer.reward_func_names:
+        for name in self._trainer.reward_func_names:
             logs["rewards"][name].extend(rewards)
         logs["advantages"].extend(advantages)
         for column in list(logs["extra"]):
@@ -322,9 +249,9 @@ class TRLPasses:
         entries) are appended, and HiR's columns (``row_id``, ``hindsight``, ``supplementary``, ``kept_constraints``)
         cover both; the reward's ``verdicts`` column gets the new rows' entries (None for a replay, whose constraints
         are the kept ones)."""
-        self.replace_logged_advantages(sampled_advantages)
+        self._replace_logged_advantages(sampled_advantages)
         n = len(row_ids)
-        self.log_completions(
+        self._log_completions(
             [e.prompt for e in entries], [e.completion for e in entries], [e.reward for e in entries],
             new_advantages,
             extra={"row_id": list(row_ids) + [e.row_id for e in entries],
@@ -335,20 +262,20 @@ class TRLPasses:
 
     def has_log_columns(self, columns: Sequence[str]) -> bool:
         """Whether the completion log already has any of ``columns`` as extra columns."""
-        return any(column in self.trainer._logs["extra"] for column in columns)
+        return any(column in self._trainer._logs["extra"] for column in columns)
 
     def extend_log_columns(self, values: dict[str, Sequence[Any]]) -> None:
         """Append values to extra columns of the completion log (rows TRL logged)."""
         for column, column_values in values.items():
-            self.trainer._logs["extra"][column].extend(column_values)
+            self._trainer._logs["extra"][column].extend(column_values)
 
     # ---------------------------------------------------------------- generation
     @contextmanager
-    def generation_group_size(self, size: int) -> Iterator[None]:
+    def _generation_group_size(self, size: int) -> Iterator[None]:
         """Within the block, `GRPOTrainer._generate_and_score_completions` treats every ``size`` consecutive prompts
         as one group: TRL reads ``trainer.num_generations`` there (its advantages and reward statistics, and its vLLM
         path, which samples ``size`` completions for each group's prompt)."""
-        trainer = self.trainer
+        trainer = self._trainer
         saved = trainer.num_generations
         trainer.num_generations = size
         try:
@@ -356,18 +283,18 @@ class TRLPasses:
         finally:
             trainer.num_generations = saved
 
-    def one_completion_per_prompt(self):
+    def _one_completion_per_prompt(self):
         """Within the block, `GRPOTrainer._generate_and_score_completions` samples one completion per prompt (and
-        computes its advantages over groups of 1): `generation_group_size` 1."""
-        return self.generation_group_size(1)
+        computes its advantages over groups of 1): `_generation_group_size` 1."""
+        return self._generation_group_size(1)
 
-    def sampling_record_problem(self) -> str | None:
+    def _sampling_record_problem(self) -> str | None:
         """None when `HiRTrainer._generate_single_turn` can record entropies and log-probs while sampling, else why
         not (reads TRL's ``use_vllm``, ``use_transformers_continuous_batching``, ``tools``, ``rollout_func`` and
         ``generation_config``)."""
         from .step.sampling import sampling_changes_policy
 
-        trainer = self.trainer
+        trainer = self._trainer
         if trainer.use_vllm:
             return "vLLM generates: its sampling_per_token_logps are used"
         if getattr(trainer, "use_transformers_continuous_batching", False):
@@ -393,7 +320,7 @@ class TRLPasses:
             self.timer.seconds.clear()
             # TRL's own old-log-prob pass also gives the entropies when nothing records them while sampling
             share_old_pass = (args.num_replays > 0 and args.diversity_entropy == "exact"
-                              and self.no_recording_reason is not None and self.trl_computes_old_logps())
+                              and self.no_recording_reason is not None and self._trl_computes_old_logps())
         record = self.no_recording_reason is None and bool(args.num_replays or self.kl_coef)
         self.capture = HiRCapture(share_old_pass=share_old_pass, record_logps=record,
                                   record_entropies=record and entropies and args.diversity_entropy == "exact",
@@ -415,7 +342,7 @@ class TRLPasses:
 
         from .trl_internals import disable_gradient_checkpointing
 
-        trainer = self.trainer
+        trainer = self._trainer
         if completion_ids.size(0) == 0:
             empty = completion_ids.new_zeros(completion_ids.shape, dtype=torch.float32)
             return empty, (empty if entropy else None)
@@ -429,7 +356,7 @@ class TRLPasses:
     def reference_logps(self, prompt_ids, prompt_mask, completion_ids, completion_mask):
         """Reference-model log-probs (N, T) of completions under the given prompts (PEFT: the base model, TRL's
         ``use_adapter``)."""
-        trainer = self.trainer
+        trainer = self._trainer
         if trainer.ref_model is not None:
             return self.policy_pass(trainer.ref_model, prompt_ids, prompt_mask, completion_ids, completion_mask)[0]
         from .trl_internals import use_adapter
@@ -454,18 +381,18 @@ class TRLPasses:
         import torch
         from trl import GRPOTrainer
 
-        from .step.rewards import VerdictMatrix
+        from .rewards import VerdictMatrix
         from .step.sampling import sampling_logps
         from .step.state import SupplementarySamples
 
-        trainer, need = self.trainer, sum(fill)
+        trainer, need = self._trainer, sum(fill)
         most = int(self.gather(torch.tensor([need], device=self.device)).max().item())
         if most == 0:
             return None
         m = self.num_generations
         extra = [inputs[g * m] for g, c in enumerate(fill) for _ in range(c)] + [inputs[0]] * (most - need)
-        with self.capturing(entropies=False, inputs=extra) as capture, self.one_completion_per_prompt(), \
-                self.discard_records(len(extra)):  # no F_div for supplementary samples
+        with self.capturing(entropies=False, inputs=extra) as capture, self._one_completion_per_prompt(), \
+                self._discard_records(len(extra)):  # no F_div for supplementary samples
             out = GRPOTrainer._generate_and_score_completions(trainer, extra)
         generated = int(self.gather(out["completion_mask"].sum()).sum().item())
         if need_old_logps and "old_per_token_logps" not in out:
@@ -485,10 +412,10 @@ class TRLPasses:
     # ---------------------------------------------------------------- rewards
     def judge_ahead(self, generated: tuple) -> tuple:
         """After `GRPOTrainer._generate` in a HiR call (`capture` set, with its rows): send the rows' soft
-        constraints to the judge now (`hir_trl.step.rewards.ConstraintReward.judge_ahead`), so that its wait
+        constraints to the judge now (`hir_trl.rewards.ConstraintReward.judge_ahead`), so that its wait
         overlaps TRL's old-log-prob and reference passes, which run before TRL's reward call collects the verdicts.
         Returns ``generated`` (super's tuple; its 4th item: the decoded completions) unchanged."""
-        capture, reward = self.capture, self.trainer.constraint_reward
+        capture, reward = self.capture, self._trainer.constraint_reward
         completions = generated[3] if len(generated) > 3 else None
         if capture is None or capture.inputs is None or not isinstance(completions, list) \
                 or len(completions) != len(capture.inputs) or getattr(reward, "judge", None) is None:
@@ -505,7 +432,7 @@ class TRLPasses:
         Raises:
             RuntimeError: `ConstraintReward` did not record one verdict row per completion.
         """
-        trainer = self.trainer
+        trainer = self._trainer
         verdicts = trainer.constraint_reward.last_verdicts
         if verdicts is None or len(verdicts) != len(prompts):
             raise RuntimeError("ConstraintReward did not record one verdict row per completion")
@@ -517,13 +444,13 @@ class TRLPasses:
             capture.prompts, capture.completions = prompts, completions
             capture.verdicts = verdicts
             capture.rewards_per_func = rewards_per_func[rank * len(prompts):(rank + 1) * len(prompts)].tolist()
-            capture.environments = self.reward_environments()
+            capture.environments = self._reward_environments()
         return rewards_per_func
 
-    def reward_environments(self) -> list[Any] | None:
+    def _reward_environments(self) -> list[Any] | None:
         """TRL's per-completion environment instances of the current generation call (``GRPOTrainer.environments``,
         one per prompt of the call on this rank, passed to reward functions as ``environments``), or None."""
-        return getattr(self.trainer, "environments", None)
+        return getattr(self._trainer, "environments", None)
 
     def replay_reward_kwargs(self, rows: Sequence[dict[str, Any]], sources: Sequence[int],
                              environments: Sequence[Any] | None) -> dict[str, Any]:
@@ -535,7 +462,7 @@ class TRLPasses:
         call)."""
         keys = [key for key in rows[0] if key not in ("prompt", "completion", "completion_ids")]
         kwargs: dict[str, Any] = {key: [row[key] for row in rows] for key in keys}
-        kwargs.update(trainer_state=self.trainer.state, log_extra=_ignore, log_metric=_ignore)
+        kwargs.update(trainer_state=self._trainer.state, log_extra=_ignore, log_metric=_ignore)
         if environments is not None:
             kwargs["environments"] = [environments[source] for source in sources]
         return kwargs
@@ -551,7 +478,7 @@ class TRLPasses:
         async def together() -> list[Any]:
             return list(await asyncio.gather(*awaitables))
 
-        loop = getattr(self.trainer, "async_loop", None)
+        loop = getattr(self._trainer, "async_loop", None)
         if loop is not None and loop.is_running():
             return asyncio.run_coroutine_threadsafe(together(), loop).result()
         return asyncio.run(together())
@@ -574,7 +501,7 @@ class TRLPasses:
 
         from .step.rewards import extra_rewards
 
-        trainer = self.trainer
+        trainer = self._trainer
         functions = [self._model_reward(1 + i, f) if _is_reward_module(f) else f
                      for i, f in enumerate(trainer.extra_reward_funcs)]
         if not prompts:
@@ -602,7 +529,7 @@ class TRLPasses:
         def reward(prompts, completions, **_):
             return self.score_with_model(index, prompts, completions)
 
-        reward.__name__ = self.trainer.reward_func_names[index]
+        reward.__name__ = self._trainer.reward_func_names[index]
         return reward
 
     def score_with_model(self, index: int, prompts: Sequence[Any], completions: Sequence[Any]) -> list[float]:
@@ -616,7 +543,7 @@ class TRLPasses:
 
         from .trl_internals import apply_chat_template, is_conversational
 
-        trainer = self.trainer
+        trainer = self._trainer
         model, tokenizer = trainer.reward_funcs[index], trainer.reward_processing_classes[index]
         if is_conversational({"prompt": prompts[0]}):
             texts = [apply_chat_template({"messages": list(p) + list(c)}, tokenizer,
@@ -650,7 +577,7 @@ class TRLPasses:
         if inputs.get(REPLAY_MASK) is None:
             yield
             return
-        trainer = self.trainer
+        trainer = self._trainer
         seen: list[Any] = []
         inner = trainer._get_per_token_logps_and_entropies  # the class's method, or a wrapper set on the instance
         patched = "_get_per_token_logps_and_entropies" in vars(trainer)
@@ -684,7 +611,7 @@ class TRLPasses:
     # ---------------------------------------------------------------- ranks and records
     def gather(self, tensor):
         """Concatenate over ranks along dim 0 (``accelerator.gather``)."""
-        return self.trainer.accelerator.gather(tensor)
+        return self._trainer.accelerator.gather(tensor)
 
     def gather_object(self, values):
         """Concatenate Python lists over ranks (``accelerate.utils.gather_object``)."""
@@ -694,11 +621,11 @@ class TRLPasses:
 
     def log_metric(self, name: str, value: float, training: bool = True) -> None:
         """Append a value to TRL's metrics of the current step (``GRPOTrainer._metrics``, averaged when logged)."""
-        self.trainer._metrics["train" if training else "eval"][name].append(value)
+        self._trainer._metrics["train" if training else "eval"][name].append(value)
 
     def pop_judge_metrics(self):
         """The judge's metrics since the last call, or None without a judge that keeps them."""
-        judge = self.trainer.constraint_reward.judge
+        judge = self._trainer.constraint_reward.judge
         return judge.pop_metrics() if hasattr(judge, "pop_metrics") else None
 
 

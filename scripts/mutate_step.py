@@ -122,7 +122,7 @@ MUTATIONS = (
              "if satisfied < len(row) and satisfied > min_satisfied and (eligible is None or eligible[i]):",
              ("tests/step/test_replay.py", STEP)),
     Mutation("reward-modes-swapped", "the binary reward", "hir_trl/step/rewards.py",
-             '{"ila": VerdictMatrix.ila, "cla": VerdictMatrix.cla}', '{"ila": VerdictMatrix.cla, "cla": VerdictMatrix.ila}',
+             '{"ila": ila_rewards, "cla": cla_rewards}', '{"ila": cla_rewards, "cla": ila_rewards}',
              ("tests/step/test_rewards.py", STEP)),
 )
 

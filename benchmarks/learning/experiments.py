@@ -43,6 +43,7 @@ ROUNDS: dict[str, tuple[Callable[[], Any], Callable[[dict[str, Any]], str], str]
         "written-objective": (lambda: rounds.write_decisions(["written-objective"]), rounds.markdown),
         "replay-ratio": (lambda: rounds.write_decisions(["replay-ratio"]), rounds.markdown),
         "binary-hir": (lambda: rounds.write_decisions(["binary-hir"]), rounds.markdown),
+        "sparse-binary": (lambda: rounds.write_decisions(["sparse-binary"]), rounds.markdown),
     }.items()
 }
 ARM_NAMES = records.ARM_NAMES

@@ -253,7 +253,7 @@ def score_responses(rows: Sequence[dict[str, Any]], responses: Sequence[str]) ->
             `EXTRA_TYPES`.
     """
     from hir_trl.data.loading import normalize_native_row
-    from hir_trl.step.rewards import ConstraintReward
+    from hir_trl.rewards import ConstraintReward
 
     if len(rows) != len(responses):
         raise ValueError(f"{len(rows)} rows but {len(responses)} responses")

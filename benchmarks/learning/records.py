@@ -51,6 +51,7 @@ ROUND_DIFFERENCES = {
     "written-objective": "HiR paper: written objective - as run",
     "replay-ratio": "HiR default: hindsight ratio - original",
     "binary-hir": "HiR on the binary reward (ILA) - RL-IR (GRPO)",
+    "sparse-binary": "HiR on ILA - RL-IR, sparse task (GRPO)",
 }
 
 

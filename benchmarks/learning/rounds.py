@@ -88,6 +88,7 @@ ROUNDS = {
     "written-objective": "The written objective: HiR paper with replay_loss_weighting paper against HiR paper as run",
     "replay-ratio": "The replay ratio: HiR default with replay_old_logps hindsight against original",
     "binary-hir": "The binary reward: HiR on ILA (positive replays of ended completions) against RL-IR",
+    "sparse-binary": "The sparse binary reward: HiR on ILA against RL-IR from a start at 0.5% held-out ILA",
 }
 NO_RECORDS = "no records yet"
 
@@ -142,6 +143,15 @@ def start_differences(folder: Path, start: dict[str, Any]) -> list[str]:
     return [f"{folder} starts from {other}; this machine's task cache from {mine}" for other in sorted(starts - {mine})]
 
 
+def start_agreement(found: Sequence[dict[str, Any]], start: dict[str, Any]) -> dict[str, Any]:
+    """Whether every record of a round of `OWN_START` starts from its pre-registration's stored ``start``
+    (``{"task": ..., "sft_final_loss": ...}``): ``task``, ``sft_final_loss``, ``records`` (how many) and ``others``
+    (``<method>-seed<seed>`` of each record naming another checkpoint or none)."""
+    want = {"task": start["task"], "sft_final_loss": start["sft_final_loss"]}
+    return {**want, "records": len(found),
+            "others": sorted(records.record_key(r) for r in found if r.get("checkpoint") != want)}
+
+
 def _finals(folder: Path, method: str) -> dict[int, float]:
     """Seed -> final held-out ILA (points) of a method's records in the record ``folder``."""
     return {r["seed"]: 100 * paired.final_eval(r)["ila"] for r in paired.load_runs(folder).get(method, [])}
@@ -176,7 +186,7 @@ def round_records(folder: Path) -> list[dict[str, Any]]:
 
 #: Per round: the method its pairing check reruns (the decisive record of seed 0), and where a failed check sends
 #: each pair (its ``pairing_check:``): pair index -> (the side whose records change, the record folder inside the
-#: round's folder), or ``None``: the pair is then not reported.
+#: round's folder), or ``None``: the pair is then not reported. A round of `OWN_START` reuses no record and has none.
 FALLBACK: dict[str, tuple[str, dict[int, tuple[str, str] | None]]] = {
     "equal-sampling": ("rl_cr", {0: ("a", "hir_cla")}),
     "written-objective": ("hir_paper_rpp", {0: ("b", "baselines"), 1: ("b", "baselines"), 2: None}),
@@ -189,6 +199,10 @@ FALLBACK: dict[str, tuple[str, dict[int, tuple[str, str] | None]]] = {
 MORE_CHECKS: dict[str, dict[str, dict[int, tuple[str, str] | None]]] = {
     "binary-hir": {"hir_cla": {2: ("b", "baselines")}},
 }
+#: The rounds that run every arm themselves from a stored starting checkpoint (their pre-registration's ``start:``,
+#: benchmarks/learning/starts): no record of another round is reused, so there is no pairing check; instead every
+#: record must name the stored start (`start_agreement`).
+OWN_START: tuple[str, ...] = ("sparse-binary",)
 #: Each round's labels of a ``rule: sign`` pair (its ``decision_rule:``): lower bound > 0, upper bound < 0, otherwise.
 SIGN_LABELS = {
     "equal-sampling": ("two more samples help", "they hurt", "unchanged within the noise"),
@@ -235,14 +249,23 @@ README_CLAUSES: dict[str, dict[str, str]] = {
         "undecided": "whether the replays make the binary reward learn (HiR on ILA, positive replays of ended "
                      "completions, against RL-IR on the synthetic task) is not established",
     },
+    "sparse-binary": {  # the primary pair, HiR on ILA minus RL-IR; word for word its readme_sentences
+        "HiR ahead": "where the binary reward is sparse (starting held-out ILA 0.5%), the replays make it learn: HiR "
+                     "on ILA (positive replays of ended completions) beats RL-IR on the sparse synthetic task",
+        "no useful gain": "even where the binary reward is sparse (starting held-out ILA 0.5%), the replays do not "
+                          "make it learn better: HiR on ILA gains less than a point over RL-IR on the sparse "
+                          "synthetic task, if anything",
+        "undecided": "whether the replays make a sparse binary reward learn (HiR on ILA against RL-IR on the sparse "
+                     "synthetic task, starting held-out ILA 0.5%) is not established",
+    },
 }
 
 
 #: The rounds whose clause README's "Does it work?" prose carries, in its one slot (its second sentence: "On the
-#: paper's central claim, CLAUSE."), once complete: the round about the paper's central claim, whose
-#: pre-registration promises README its clause word for word. README's prose has a fixed size (at most 3 sentences);
-#: the other rounds' clauses stand in benchmarks/README.md only.
-README_ROUNDS: tuple[str, ...] = ("binary-hir",)
+#: paper's central claim, CLAUSE; and CLAUSE."), once complete: the rounds about the paper's central claim, whose
+#: pre-registrations promise README their clause word for word. README's prose has a fixed size (at most 3
+#: sentences); the other rounds' clauses stand in benchmarks/README.md only.
+README_ROUNDS: tuple[str, ...] = ("binary-hir", "sparse-binary")
 
 
 def readme_clauses(decisions: Sequence[dict[str, Any]], names: Sequence[str] | None = None) -> list[str]:
@@ -287,9 +310,10 @@ def _pair_result(name: str, pair: dict[str, Any], seeds: Sequence[int], complete
     try:
         out = one_round.check(a, b, seeds, bootstrap_reps, labels=("a", "b"), decide=rule,
                               areas=("tokens", "seconds"))
-    except ValueError:  # fewer than two common seeds: no interval yet
+    except ValueError as err:  # fewer than two common seeds (no interval yet), or runs that are no pair
         common = sorted({r["seed"] for r in a} & {r["seed"] for r in b} & set(seeds))
-        return {**head, "seeds": common, "decision": "not run" if not common else "too few seeds",
+        said = "not run" if not common else "too few seeds" if len(common) < 2 else f"no pair: {err}"
+        return {**head, "seeds": common, "decision": said,
                 "mean_diff_points": None, "ci95_low": None, "ci95_high": None}
     if out["complete"] and not complete:  # this pair's seeds are in, the primary pair's are not yet
         out["decision"] = f"interim (the primary pair is not complete): {out['decision']}"
@@ -308,8 +332,10 @@ def arm_cost(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     optimizer step of every run, from the step profiler: sampled completions, supplementary samples included),
     ``held_out_cut_percent`` (held-out step -> mean over runs of the share of held-out completions cut at
     ``max_completion_length``, percent, for the steps after 0), ``mechanism`` (each of `MECHANISM_KEYS` -> its mean
-    over every logged step of every run that logs it; absent from records older than the metric) and the
-    ``machines`` (processor, cores, torch's CPU capability, code commit) they ran on."""
+    over every logged step of every run that logs it; absent from records older than the metric),
+    ``steps_with_success_fraction`` (the share of logged optimizer steps whose ``reward/ila``, the sampled
+    completions' mean binary reward, is above 0: the steps where a binary reward without replays has any signal) and
+    the ``machines`` (processor, cores, torch's CPU capability, code commit) they ran on."""
     import statistics
 
     walls = sorted(r["wall_seconds"] for r in runs if r.get("wall_seconds") is not None)
@@ -323,7 +349,9 @@ def arm_cost(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 cut.setdefault(e["step"], []).append(100 * e["truncated_fraction"])
     logged = {key: [e[key] for r in runs for e in r.get("logs", []) if e.get(key) is not None]
               for key in MECHANISM_KEYS}
+    ila = [e["reward/ila"] for r in runs for e in r.get("logs", []) if e.get("reward/ila") is not None]
     return {"runs": len(runs), "mechanism": {key: statistics.fmean(v) for key, v in logged.items() if v},
+            "steps_with_success_fraction": sum(v > 0 for v in ila) / len(ila) if ila else None,
             "held_out_cut_percent": {str(step): statistics.fmean(v) for step, v in sorted(cut.items())},
             "wall_seconds": {"median": statistics.median(walls), "min": walls[0], "max": walls[-1]} if walls
             else None,
@@ -361,10 +389,12 @@ def decision(name: str, bootstrap_reps: int = 10_000) -> dict[str, Any]:
     }
     if not found:
         return entry
-    check = pairing_check(name)
+    own_start = name in OWN_START
+    check = None if own_start else pairing_check(name)
     more = [pairing_check(name, method) for method in MORE_CHECKS.get(name, {})]
     pairs = [dict(p, a=dict(p["a"]), b=dict(p["b"])) for p in spec["pairs"]]
-    fallbacks = [(check, FALLBACK[name][1]), *((c, MORE_CHECKS[name][c["method"]]) for c in more)]
+    fallbacks = [*([] if own_start else [(check, FALLBACK[name][1])]),
+                 *((c, MORE_CHECKS[name][c["method"]]) for c in more)]
     for done, fallback in fallbacks:
         if done["same_run"] is not False:
             continue
@@ -381,7 +411,9 @@ def decision(name: str, bootstrap_reps: int = 10_000) -> dict[str, Any]:
     commits = sorted({r["preregistration"]["commit"] for r in found if r.get("preregistration")})
     top = results[0]
     failed = [done["method"] for done, _ in fallbacks if done["same_run"] is False]
-    if not failed:
+    if own_start:
+        baseline = "run in this round, from the stored start"
+    elif not failed:
         baseline = "the decisive records"
     elif not more:
         baseline = "re-run at the round's commit (the pairing check failed)"
@@ -391,6 +423,7 @@ def decision(name: str, bootstrap_reps: int = 10_000) -> dict[str, Any]:
     entry.update(status="complete" if complete else "interim", decision=top["decision"], complete=complete,
                  seeds=top["seeds"], seeds_to_run=seeds, pairing_check=check,
                  **({"more_pairing_checks": more} if more else {}), baseline=baseline,
+                 **({"start": start_agreement(found, spec["start"])} if own_start else {}),
                  mean_diff_points=top["mean_diff_points"], ci95_low=top["ci95_low"], ci95_high=top["ci95_high"],
                  pairs=results)
     if commits:
@@ -418,7 +451,8 @@ def _cost_row(label: str, cost: dict[str, Any]) -> str:
     tokens = "-" if cost["generated_tokens_per_step"] is None else f"{cost['generated_tokens_per_step']:.0f}"
     cut = ", ".join(f"{step}: {v:.1f}" for step, v in cost.get("held_out_cut_percent", {}).items()) or "-"
     mech = ", ".join("-" if (v := cost.get("mechanism", {}).get(k)) is None else f"{v:.3f}" for k in MECHANISM_KEYS)
-    return (f"| {label} | {cost['runs']} | {wall} | {tokens} | {cut} | {mech} | "
+    success = "-" if (v := cost.get("steps_with_success_fraction")) is None else f"{100 * v:.1f}"
+    return (f"| {label} | {cost['runs']} | {wall} | {tokens} | {success} | {cut} | {mech} | "
             f"{'; '.join(cost['machines']) or 'not recorded'} |")
 
 
@@ -432,11 +466,14 @@ def markdown(entry: dict[str, Any]) -> str:
              "`python -m benchmarks.learning.experiments report`.", ""]
     if entry["status"] == NO_RECORDS:
         override = f"with `{json.dumps(entry['override'])}`" if entry["override"] else "(no override)"
-        checks = "its pairing checks come" if entry["experiment"] in MORE_CHECKS else "its pairing check comes"
+        checks = ("every arm runs in the round itself, from the stored start" if entry["experiment"] in OWN_START
+                  else "its pairing checks come first" if entry["experiment"] in MORE_CHECKS
+                  else "its pairing check comes first")
         lines += [f"**No records yet**: the round is pre-registered and not run. New arm: `{entry['arm']}` "
-                  f"{override}, seeds {_seeds_text(seeds)}{cap}; {checks} first. Run and resume: `bash "
-                  "benchmarks/sweeps/rounds.sh` (benchmarks/README.md, \"The rounds after the decisive "
-                  "experiment\").", "",
+                  f"{override}, seeds {_seeds_text(seeds)}{cap}; {checks}. Run and resume: "
+                  + ("its pre-registration's `command:`" if entry["experiment"] in OWN_START
+                     else "`bash benchmarks/sweeps/rounds.sh`")
+                  + " (benchmarks/README.md, \"The rounds after the decisive experiment\").", "",
                   "| pair (a - b, final held-out ILA, points) | a | b | rule |", "|---|---|---|---|"]
         for p in entry["pairs"]:
             lines.append(f"| {p['name']} | `{p['a']['method']}` in `{p['a']['runs']}` | `{p['b']['method']}` in "
@@ -444,9 +481,17 @@ def markdown(entry: dict[str, Any]) -> str:
         return "\n".join(lines) + "\n"
     check, more = entry["pairing_check"], entry.get("more_pairing_checks", [])
     said = {True: "the same run", False: "not the same run", None: "not run yet"}
-    checked = (f"Pairing check ({check['method']} seed 0 rerun against the decisive record): {said[check['same_run']]}"
-               if not more else "Pairing checks (seed 0 rerun against the decisive record): " + "; ".join(
-                   f"{c['method']}: {said[c['same_run']]}" for c in (check, *more)))
+    if check is None:
+        start = entry["start"]
+        others = ", ".join(start["others"]) or "none"
+        checked = (f"No pairing check: every arm runs in this round from the stored start `{start['task']}` (SFT "
+                   f"loss {start['sft_final_loss']!r}); records naming another start: {others}")
+    elif not more:
+        checked = (f"Pairing check ({check['method']} seed 0 rerun against the decisive record): "
+                   f"{said[check['same_run']]}")
+    else:
+        checked = "Pairing checks (seed 0 rerun against the decisive record): " + "; ".join(
+            f"{c['method']}: {said[c['same_run']]}" for c in (check, *more))
     lines += [f"**{entry['status'].capitalize()}.** {checked}; baselines: {entry['baseline']}. Seeds to run: "
               f"{_seeds_text(entry['seeds_to_run'])}.", "",
               "| pair (a - b, final held-out ILA, points) | seeds | mean | 95% t-interval | decision |",
@@ -469,8 +514,9 @@ def markdown(entry: dict[str, Any]) -> str:
             lines.append(f"| {p['name']} | [{boot['low']:+.2f}, {boot['high']:+.2f}] | {cells[0]} | {cells[1]} |"
                          if boot else f"| {p['name']} | - | {cells[0]} | {cells[1]} |")
         lines += ["", "| arm (method in folder) | runs | wall seconds per run, median [min, max] | generated tokens "
-                  "per step | held-out completions cut at the limit, by step (%) | replay ratio mean, replay clip "
-                  "ratio, TRL clip ratio (mean per step) | machine |", "|---|---|---|---|---|---|---|"]
+                  "per step | steps with a sampled completion of reward 1 (%) | held-out completions cut at the "
+                  "limit, by step (%) | replay ratio mean, replay clip ratio, TRL clip ratio (mean per step) | "
+                  "machine |", "|---|---|---|---|---|---|---|---|"]
         seen = set()
         for p in measured:
             for side in ("a", "b"):
@@ -480,7 +526,7 @@ def markdown(entry: dict[str, Any]) -> str:
                     continue
                 seen.add(key)
                 lines.append(_cost_row(f"`{arm['method']}` in `{arm['runs']}`", cost))
-        for done in (check, *more):
+        for done in ([] if check is None else [check]) + list(more):
             rerun = done.get("cost")
             if rerun and rerun["wall_seconds"]:
                 lines.append(_cost_row(f"`{done['method']}` seed 0, the pairing-check rerun", rerun))

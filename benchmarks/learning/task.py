@@ -410,7 +410,7 @@ def score_responses(rows: Sequence[dict[str, Any]], responses: Sequence[str]) ->
     """ILA, CLA and per-family accuracy of ``responses[i]`` on ``rows[i]`` (hir-trl's `ConstraintReward`), and
     ``"passed"``: each completion's verdicts as a `verdict_string`."""
     from hir_trl.data.loading import normalize_native_row
-    from hir_trl.step.rewards import ConstraintReward
+    from hir_trl.rewards import ConstraintReward
 
     normalized = [normalize_native_row(to_native(r), i) for i, r in enumerate(rows)]
     matrix = ConstraintReward().verify([n["prompt"] for n in normalized], list(responses),

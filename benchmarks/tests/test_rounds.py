@@ -151,8 +151,10 @@ def test_round_preregistrations_are_complete(name):
 
     spec = rounds.load_preregistration(records.experiment_dir(name) / records.PREREGISTRATION_FILE)
     assert spec["experiment"] == name and spec["results_dir"] == f"benchmarks/experiments/{name}"
-    for key in ("power", "budget", "command", "resume", "default_rule", "pairing_check"):
-        assert spec[key].strip(), key
+    # a round that reuses records checks the pairing first; one of rounds.OWN_START names its stored start instead
+    own = ("start",) if name in rounds.OWN_START else ("pairing_check",)
+    for key in ("power", "budget", "command", "resume", "default_rule", *own):
+        assert spec[key] if key == "start" else spec[key].strip(), key
     # the same bench settings as the decisive experiment (how many run at a time is scheduling only), but the one
     # override of a decisive arm, or none for an arm that is a method the decisive experiment did not run
     bench = yaml.safe_load((DECISIVE / records.PREREGISTRATION_FILE).read_text())["bench"]
@@ -189,6 +191,69 @@ def test_binary_hir_runs_the_registered_arm_and_its_readme_clauses_are_registere
     for clause in rounds.README_CLAUSES["binary-hir"].values():
         assert f'"{clause}"' in spec["default_rule"], clause
     assert set(rounds.MORE_CHECKS["binary-hir"]) == {"hir_cla"} and rounds.FALLBACK["binary-hir"][0] == "rl_ir"
+
+
+def test_sparse_binary_runs_every_arm_from_its_stored_start_and_its_readme_clauses_are_registered_word_for_word():
+    """The sparse-binary round runs its three arms itself (no pairing check, no record of another round) from the
+    start its pre-registration stores; README's clause of each primary label is its readme_sentences' word for
+    word."""
+    spec = rounds.load_preregistration(records.experiment_dir("sparse-binary") / records.PREREGISTRATION_FILE)
+    assert "sparse-binary" in rounds.OWN_START and "sparse-binary" not in rounds.FALLBACK
+    assert [(p["a"]["method"], p["b"]["method"], p["rule"]) for p in spec["pairs"]] == [
+        ("hir", "rl_ir", "decisive"), ("hir", "rl_cr", "decisive")]
+    assert {p[side]["runs"] for p in spec["pairs"] for side in ("a", "b")} == {spec["results_dir"]}
+    stored = json.loads((REPO / "benchmarks" / "learning" / "starts" / "registry.json").read_text())
+    entry = next(e for key, e in stored.items() if f"task-{key}" == spec["start"]["task"])
+    assert entry["sft_final_loss"] == spec["start"]["sft_final_loss"] and entry["archive"] == spec["start"]["archive"]
+    assert entry["fingerprint"] == spec["start"]["content"]
+
+    def said(text: str) -> str:
+        return " ".join(text.split())
+    assert {k: said(v) for k, v in spec["readme_sentences"].items()} == rounds.README_CLAUSES["sparse-binary"]
+    assert "sparse-binary" in rounds.README_ROUNDS
+
+
+def test_a_round_of_its_own_start_names_every_record_from_another_start(tmp_path, monkeypatch):
+    """sparse-binary's entry on scratch records: no pairing check; each record that names another starting
+    checkpoint is listed by the start agreement (and so in the report); the share of steps with any sampled
+    completion of reward 1 is each arm's."""
+    repo = tmp_path / "repo"
+    experiments = repo / "benchmarks" / "experiments"
+    monkeypatch.setattr(records, "EXPERIMENTS", experiments)
+    monkeypatch.setattr(rounds, "REPO_ROOT", repo)
+    folder = experiments / "sparse-binary"
+    folder.mkdir(parents=True)
+    text = (REPO / "benchmarks" / "experiments" / "sparse-binary" / records.PREREGISTRATION_FILE).read_text()
+    (folder / records.PREREGISTRATION_FILE).write_text(text)
+    spec = rounds.load_preregistration(folder / records.PREREGISTRATION_FILE)
+    start = {"task": spec["start"]["task"], "sft_final_loss": spec["start"]["sft_final_loss"]}
+
+    def record(method, seed, ila, successes, checkpoint=start):
+        return {"method": method, "seed": seed, "checkpoint": dict(checkpoint), "wall_seconds": 10.0,
+                "logs": [{"step": i + 1, "reward/ila": 0.25 if i < successes else 0.0} for i in range(4)],
+                "steps": [{"step": i + 1, "generated_tokens": 100, "step_seconds": 1.0} for i in range(128)],
+                "evals": [{"step": 0, "ila": 0.0, "verdicts": {"rows": ["p0", "p1"], "samples": 1,
+                                                                "passed": ["00", "10"]}},
+                          {"step": 128, "ila": ila, "verdicts": {"rows": ["p0", "p1"], "samples": 1,
+                                                                 "passed": ["11", "10"]}}]}
+    runs = [record("hir", s, 0.02 + 0.01 * s, 3) for s in range(3)] + [
+        record("rl_ir", s, 0.01, 1) for s in range(3)] + [record("rl_cr", s, 0.03, 2) for s in range(3)]
+    runs[4]["checkpoint"] = {"task": "task-elsewhere", "sft_final_loss": 0.5}
+    records.write_jsonl(folder / records.RUNS_FILE, runs)
+    entry = rounds.decision("sparse-binary", bootstrap_reps=20)
+    assert entry["pairing_check"] is None and entry["status"] == "interim" and entry["seeds"] == [0, 1, 2]
+    assert entry["start"] == {**start, "records": 9, "others": ["rl_ir-seed1"]}
+    assert entry["mean_diff_points"] is None and "different checkpoints" in entry["decision"]  # paired.compare's
+    assert "records naming another start: rl_ir-seed1" in rounds.markdown(entry)
+    runs[4]["checkpoint"] = dict(start)
+    records.write_jsonl(folder / records.RUNS_FILE, runs)
+    entry = rounds.decision("sparse-binary", bootstrap_reps=20)
+    assert entry["start"]["others"] == [] and entry["mean_diff_points"] == pytest.approx(2.0)
+    cost = entry["pairs"][0]["cost"]
+    assert (cost["a"]["steps_with_success_fraction"], cost["b"]["steps_with_success_fraction"]) == (0.75, 0.25)
+    report = rounds.markdown(entry)
+    assert "No pairing check" in report and "records naming another start: none" in report
+    assert "| `hir` in `benchmarks/experiments/sparse-binary` | 3 | 10 [10, 10] | 100 | 75.0 |" in report
 
 
 def test_a_round_without_records_has_a_no_records_yet_entry_and_report(tmp_path, monkeypatch):

@@ -15,6 +15,13 @@ for the same things: ``model_name_or_path`` (also ``--model``), ``output_dir``, 
 ``vllm_tensor_parallel_size`` and ``vllm_gpu_memory_utilization`` are accepted for ``max_tokens``,
 ``num_samples``, ``tensor_parallel_size`` and ``gpu_memory_utilization``.
 
+The ``judge_*`` options are `hir_trl.judge.arguments.JudgeArguments`, the class `hir_trl.HiRConfig` takes them from:
+the same defaults (the paper's judge, ``deepseek/deepseek-chat`` with its key in ``DEEPSEEK_API_KEY``) and help. The
+judge is built only for benchmarks with constraints only it can check (soft ones, MulDimIF requirements no rule
+parses); rule-only benchmarks (IFEval, IFBench) need neither litellm nor a key. A benchmark that needs it while it
+cannot run (litellm not installed, the key variable unset) stops with one line naming the fixes; ``--judge_model ''``
+reports such constraints as unjudged instead.
+
 Output rules (docs/evaluation.md "Where the outputs go"): nothing is written over an input (a benchmark, responses
 or module file, by any spelling or link); ``generate`` checks every input and output before the first token is
 generated; its ``output_dir`` holds one evaluation, and one already there is replaced only with
@@ -40,7 +47,8 @@ from ..evaluation.benchmarks import FORMATS, Benchmark, _slug, load_benchmark
 from ..evaluation.generation import BACKENDS, DTYPES, GenerationSettings, choose_backend, generate_responses, lora_base
 from ..evaluation.report import format_comparison, format_report, plot_categories
 from ..evaluation.scoring import ResponseSet, check_known, check_responses_fit, read_responses, score
-from ..judge import JudgeError
+from ..judge import JudgeError, MissingJudgeKeyError, MissingJudgePackageError, build_judge
+from ..judge.arguments import JudgeArguments, judge_problem
 from ..verifiers.registry import import_verifier_modules
 from ..verifiers.text import SPLITTERS, SentenceTokenizerError, sentence_tokenizer_name, set_sentence_splitter
 from .parser import UsageError, command_parser, parse_command
@@ -82,35 +90,6 @@ class BenchmarkArguments:
         "choices": list(SPLITTERS),
         "help": "sentence splitter: punkt (default: NLTK's own Punkt, as the official scorers) or fallback (a regex "
                 "splitter; reported, and its figures are not official)"})
-
-
-@dataclass
-class JudgeArguments:
-    """The judge of soft constraints, with the names and meanings of `hir_trl.HiRConfig`'s ``judge_*`` fields.
-    Without ``judge_model``, soft constraints are reported as unjudged; an option left out takes the judge's own
-    default (`hir_trl.judge.LiteLLMJudge`)."""
-
-    judge_model: str | None = field(default=None, metadata={
-        "help": "litellm model string of the judge, e.g. deepseek/deepseek-chat (the paper's), or hosted_vllm/<name> "
-                "with --judge_api_base (default: no judge)"})
-    judge_api_base: str | None = field(default=None, metadata={"help": "judge endpoint, e.g. http://host:8000/v1"})
-    judge_api_key_env: str | None = field(default=None, metadata={
-        "help": "NAME of the environment variable holding the judge's API key ('' for none; default "
-                "DEEPSEEK_API_KEY)"})
-    judge_cache_dir: str | None = field(default=None, metadata={"help": "on-disk cache of judge verdicts"})
-    judge_max_concurrency: int | None = field(default=None, metadata={"help": "judge requests in flight at once"})
-    judge_timeout: float | None = field(default=None, metadata={"help": "seconds per judge request attempt"})
-    judge_max_retries: int | None = field(default=None, metadata={"help": "retries of a failed judge request"})
-    judge_retry_backoff: float | None = field(default=None, metadata={"help": "seconds before the first retry"})
-    judge_temperature: float | None = field(default=None, metadata={"help": "sampling temperature of the judge"})
-    judge_max_tokens: int | None = field(default=None, metadata={"help": "most tokens in a judge answer"})
-    judge_logprobs: bool | None = field(default=None, metadata={
-        "help": "decide by P(YES) vs P(NO) of the first answer token instead of the answer text"})
-    judge_failure_policy: str | None = field(default=None, metadata={
-        "choices": ["unsatisfied", "raise"],
-        "help": "a judge call that still fails: 'unsatisfied' (a failed verdict, counted) or 'raise' (stop)"})
-    judge_extra_kwargs: str | None = field(default=None, metadata={
-        "help": "JSON object of further litellm.acompletion arguments for every judge request"})
 
 
 @dataclass
@@ -304,27 +283,44 @@ def responses_file_name(benchmark_name: str) -> str:
     return f"{_slug(benchmark_name)}.responses.jsonl"
 
 
-def _build_judge(args: Arguments):
-    if not args.judge_model:
-        return None
-    from ..judge import LiteLLMJudge
+def _judged_constraints(benchmarks: Sequence[Benchmark]) -> dict[str, int]:
+    """Benchmark name -> how many of its constraints only an LLM judge can check (soft ones, and MulDimIF
+    requirements no rule can parse), for the benchmarks that have any."""
+    counts = {b.name: sum(c.needs_judge for row in b.rows for c in row.constraints) for b in benchmarks}
+    return {name: n for name, n in counts.items() if n}
 
-    extra = args.judge_extra_kwargs
-    if extra is not None:
+
+def _build_judge(args: Arguments, benchmarks: Sequence[Benchmark]):
+    """The judge of the ``judge_*`` options (`hir_trl.judge.arguments.JudgeArguments`, as training's), built by
+    `hir_trl.judge.build_judge` only when a benchmark has constraints only it can check (`_judged_constraints`): None
+    for rule-only benchmarks (IFEval, IFBench: neither litellm nor a key is needed) and for an empty ``judge_model``
+    (soft constraints are then reported as unjudged). The options are checked in any case (`judge_problem`).
+
+    Raises:
+        ValueError: a ``judge_*`` option out of range, or ``--judge_extra_kwargs`` that is not a JSON object; a judge
+            that is needed and cannot be built (litellm not installed, its key variable unset): one line naming the
+            benchmarks and the fixes, ``--judge_model ''`` among them.
+        hir_trl.judge.JudgeCacheError: ``--judge_cache_dir`` cannot be opened or read.
+    """
+    if isinstance(args.judge_extra_kwargs, str):  # JSON on the command line; a mapping from a --config file
         try:
-            extra = json.loads(extra)
+            args.judge_extra_kwargs = json.loads(args.judge_extra_kwargs)
         except ValueError as exc:
             raise ValueError(f"--judge_extra_kwargs is not valid JSON: {exc}") from None
-    options = {"api_base": args.judge_api_base, "api_key_env": args.judge_api_key_env,
-               "cache_dir": args.judge_cache_dir, "max_concurrency": args.judge_max_concurrency,
-               "timeout": args.judge_timeout, "max_retries": args.judge_max_retries,
-               "retry_backoff": args.judge_retry_backoff, "temperature": args.judge_temperature,
-               "max_tokens": args.judge_max_tokens, "logprobs": args.judge_logprobs,
-               "failure_policy": args.judge_failure_policy, "extra_kwargs": extra}
+    problem = judge_problem(args)
+    if problem is not None:
+        raise ValueError(problem)
+    needing = _judged_constraints(benchmarks)
+    if not args.judge_model or not needing:
+        return None
     try:
-        return LiteLLMJudge(args.judge_model, **{k: v for k, v in options.items() if v is not None})
-    except KeyError as exc:  # the API key variable is not set
-        raise ValueError(exc.args[0] if exc.args else str(exc)) from None
+        return build_judge(args)
+    except (MissingJudgePackageError, MissingJudgeKeyError) as exc:
+        count = sum(needing.values())
+        them = "them" if count > 1 else "it"
+        raise ValueError(f"--benchmark {', '.join(needing)}: {count} constraint{'s' if count > 1 else ''} only an LLM "
+                         f"judge can check (soft, or no rule parses {them}), but {exc}; or pass --judge_model '' to "
+                         f"report {them} as unjudged") from None
 
 
 # ------------------------------------------------------------------------------------------- where outputs go
@@ -514,7 +510,7 @@ def run_score(args: Arguments) -> int:
     benchmarks = _load_benchmarks(args)
     responses = read_responses(args.responses)
     check_responses_fit(benchmarks, responses, args.num_samples, args.allow_missing)
-    judge = _build_judge(args)
+    judge = _build_judge(args, benchmarks)
     _writable_folder(output.parent, "--output's folder")  # before the judge is asked anything
     report = score(benchmarks, responses, judge=judge, allow_unknown=args.allow_unknown,
                    allow_missing=args.allow_missing,
@@ -580,7 +576,7 @@ def run_generate(args: Arguments) -> int:
                    *report_paths(out_dir / "report.json", args.plot)], inputs, out_dir)
     if not args.allow_unknown:
         check_known(benchmarks)
-    judge = _build_judge(args)
+    judge = _build_judge(args, benchmarks)
     backend = choose_backend(settings.backend)
     _writable_folder(out_dir, "--output_dir")
     for path in stale:

@@ -3,7 +3,7 @@
 Both come from `benchmarks/step_cpu_cost.py` (results in ``benchmarks/experiments/step-cpu-cost/``): rule
 verification grows with the hard checks and the completions' length; the judge's batch lasts about as long as its
 slowest request, so it grows with the number of requests a rank sends (one per completion and soft constraint) and
-the judge's latency tail. `HiRTrainer` sends the batch as soon as TRL has generated (`hir_trl.step.rewards.
+the judge's latency tail. `HiRTrainer` sends the batch as soon as TRL has generated (`hir_trl.rewards.
 ConstraintReward.judge_ahead`), so the step waits only for what TRL's old-log-prob and reference passes do not
 cover.
 """

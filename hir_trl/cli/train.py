@@ -171,7 +171,7 @@ def prepare_training(script_args, training_args, model_args, recipe: str | None 
         ValueError: no ``dataset_name`` or ``model_name_or_path``, a ``report_to`` tracker that is not installed
             (`check_trackers`), a ``resume_from_checkpoint`` that is no complete checkpoint, or an
             ``output_dir`` holding another run (`check_output_dir`); a ``reward_funcs`` entry that does not
-            import (`hir_trl.step.rewards.named_reward_functions`), a ``chat_template`` that does not read; see also
+            import (`hir_trl.trainer_setup.named_reward_functions`), a ``chat_template`` that does not read; see also
             `hir_trl.data.loading.load_script_datasets` (the training and evaluation data, `DatasetFormatError`)
             and `HiRTrainer`.
         hir_trl.judge.MissingJudgeKeyError: the data has soft constraints and the judge's key variable is unset.
@@ -181,8 +181,8 @@ def prepare_training(script_args, training_args, model_args, recipe: str | None 
     from ..card import MIXTURE_SEPARATOR
     from ..data.loading import load_script_datasets
     from ..models.adapter_base import planned_base
-    from ..step.rewards import extra_rewards_problem, named_reward_functions
     from ..trainer import HiRTrainer
+    from ..trainer_setup import extra_rewards_problem, named_reward_functions
     from ..verifiers import import_verifier_modules
 
     if not script_args.dataset_name and not script_args.datasets:

@@ -1,6 +1,6 @@
 """Chat messages: the text of a message, of a prompt's final user turn (the instruction q) and of a completion.
 
-One reading for training (`hir_trl.step.rewards`), evaluation (`hir_trl.evaluation`) and data synthesis
+One reading for training (`hir_trl.rewards`), evaluation (`hir_trl.evaluation`) and data synthesis
 (`hir_trl.data.synth`). A message is a mapping with ``role`` and ``content``, in TRL's conversational format; its
 ``content`` is a string or, in the OpenAI multimodal form, a list of parts ``{"type": "text", "text": ...}``.
 """

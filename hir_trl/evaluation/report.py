@@ -127,7 +127,9 @@ def format_report(report: Mapping[str, Any]) -> str:
         out.append(f"Run: {report['run_name']}")
     tokenizer = report.get("sentence_tokenizer") or report["sentence_backend"]
     out.append(f"Sentence tokenizer: {report['sentence_backend']}: {tokenizer} ({report['sentence_backend_note']})")
-    out.append(f"Judge: {report['judge'] or 'none (soft constraints are reported as unjudged)'}")
+    unjudged = any(bench["issues"]["unjudged"]["constraints"] for bench in report["benchmarks"].values())
+    none = "none (soft constraints are reported as unjudged)" if unjudged else "none (no constraint needs one)"
+    out.append(f"Judge: {report['judge'] or none}")
     generation = report.get("generation")
     if generation:
         settings = ", ".join(f"{k}={v}" for k, v in generation.items() if k != "model")

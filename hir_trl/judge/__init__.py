@@ -41,10 +41,12 @@ unless the user set them.
 The package, in the order a batch runs: `hir_trl.judge.protocol` (`Judge`, and `judge_batch`, the one call
 of a judge in training and evaluation), `hir_trl.judge.prompt` (the paper's prompt, answer parsing),
 `hir_trl.judge.cache` (`VerdictCache`), `hir_trl.judge.loop` (the event-loop thread), `hir_trl.judge.client`
-(`LiteLLMJudge`, `build_judge`), and `hir_trl.judge.config` (validation of the settings, credential shapes,
-redaction). Every public name is importable from `hir_trl.judge`.
+(`LiteLLMJudge`, `build_judge`), `hir_trl.judge.arguments` (`JudgeArguments`, the ``judge_*`` options that
+`hir_trl.HiRConfig` and ``hir-trl eval`` share, with their defaults and help) and `hir_trl.judge.config` (validation of
+the settings, credential shapes, redaction). Every public name is importable from `hir_trl.judge`.
 """
 
+from .arguments import JudgeArguments, judge_problem
 from .cache import VerdictCache
 from .client import (
     NO_KEY,
@@ -88,6 +90,7 @@ __all__ = [
     "FAILURE_POLICIES",
     "JUDGE_PROMPT_TEMPLATE",
     "Judge",
+    "JudgeArguments",
     "NO_KEY",
     "DeferredJudge",
     "EmptyJudgeAnswer",
@@ -109,6 +112,7 @@ __all__ = [
     "is_permanent_error",
     "judge_batch",
     "judge_event_loop",
+    "judge_problem",
     "judge_settings_problem",
     "looks_like_credential",
     "parse_yes_no",

@@ -39,6 +39,7 @@ from .prompt import UnusableLogprobError, format_judge_prompt, parse_yes_no, ver
 
 if TYPE_CHECKING:
     from ..configs import HiRConfig
+    from .arguments import JudgeArguments
 
 logger = logging.getLogger(__name__)
 
@@ -540,14 +541,16 @@ def api_key(api_key_env: str) -> str | None:
     return os.environ.get(api_key_env, "").strip() or None
 
 
-def build_judge(args: HiRConfig) -> LiteLLMJudge | None:
-    """The `LiteLLMJudge` configured by ``args.judge_*``, or None when ``args.judge_model`` is empty.
+def build_judge(args: JudgeArguments) -> LiteLLMJudge | None:
+    """The `LiteLLMJudge` configured by ``args.judge_*`` (a `hir_trl.judge.arguments.JudgeArguments`: a `HiRConfig`
+    or ``hir-trl eval``'s options), or None when ``args.judge_model`` is empty.
 
     Whether a judge is needed at all (the dataset has soft constraints, see `hir_trl.data.loading.has_soft_constraints`) is
     the caller's decision.
 
     Raises:
         MissingJudgeKeyError: (a `KeyError`) ``args.judge_api_key_env`` names an environment variable that is not set.
+        MissingJudgePackageError: litellm or tenacity is not installed.
         JudgeCacheError: ``args.judge_cache_dir`` cannot be opened or read.
     """
     if not args.judge_model:

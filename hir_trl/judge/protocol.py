@@ -1,6 +1,6 @@
 """The judge protocol: `Judge`, the callable every soft-constraint judge is, and `judge_batch`, its one call.
 
-Training (`hir_trl.step.rewards.ConstraintReward`, re-judged replays) and evaluation (`hir_trl.evaluation.score`) call a
+Training (`hir_trl.rewards.ConstraintReward`, re-judged replays) and evaluation (`hir_trl.evaluation.score`) call a
 judge only through `judge_batch`, so a judge failure becomes the same recorded verdict in both.
 """
 
@@ -23,7 +23,7 @@ Judge = Callable[[Sequence[tuple[str, str, str]]], Sequence[Verdict]]
 def judge_batch(judge: Judge | None, triples: Sequence[tuple[str, str, str]]) -> list[Verdict]:
     """One `Verdict` per (instruction, response, constraint) triple, in order, from a single call of ``judge``.
 
-    Used by training (`hir_trl.step.rewards.ConstraintReward`) and evaluation (`hir_trl.evaluation.score`). A judge that
+    Used by training (`hir_trl.rewards.ConstraintReward`) and evaluation (`hir_trl.evaluation.score`). A judge that
     cannot give the verdicts never crashes the batch: with no judge (None), when it raises, or when it returns a
     different number of verdicts, every triple gets ``Verdict(False, error=..., source="judge")`` naming the cause,
     and a warning is logged; a returned verdict that is not a `Verdict` with a bool ``passed`` (None, NaN, a string)

@@ -10,6 +10,9 @@
   which transformers' Hub uploads (``push_to_hub``, ``hub_strategy``) leave out: a local path means nothing
   elsewhere, where the Hub id applies.
 
+`hir_trl.HiRTrainer` sets the first once TRL has loaded the model (`record_adapter_base`) and writes the second after
+every save (`write_adapter_base`).
+
 ``hir-trl eval generate`` merges an adapter into its ``trained_on`` folder while that folder still holds the weights
 trained on, else into the base ``adapter_config.json`` records (`hir_trl.evaluation.generation.choose_lora_base`);
 ``hir-trl train --resume_from_checkpoint`` refuses to resume an adapter on another base (`resume_base_problem`).
@@ -158,6 +161,19 @@ def write_adapter_base_records(folder: str | os.PathLike[str], model: Any) -> li
     return written
 
 
+def write_adapter_base(model: Any, args: Any, output_dir: str | None) -> list[Path]:
+    """After a save into ``output_dir`` (None: ``args.output_dir``; `transformers.Trainer._save`, which the final
+    save, every ``checkpoint-N`` and ``push_to_hub`` go through): `write_adapter_base_records` of ``model``, on the
+    process that writes the run's files (``args.should_save``) only.
+
+    Returns:
+        The files written (none for a model without adapters, or on another process).
+    """
+    if not args.should_save:
+        return []
+    return write_adapter_base_records(output_dir or args.output_dir, model)
+
+
 def read_adapter_base_record(folder: str | os.PathLike[str]) -> tuple[dict[str, Any] | None, str]:
     """The `ADAPTER_BASE_RECORD` of an adapter folder, or None with why (no such file: an adapter saved before
     hir-trl wrote it, or by another tool; or a file that is no such record)."""
@@ -261,5 +277,6 @@ __all__ = [
     "same_weights",
     "trained_base",
     "weight_files",
+    "write_adapter_base",
     "write_adapter_base_records",
 ]

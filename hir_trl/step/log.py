@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 import torch
 
 from .batch import NewRow
-from .rewards import VerdictMatrix
 
 #: Completion-log columns HiR writes itself.
 LOG_COLUMNS = ("row_id", "hindsight", "supplementary", "kept_constraints")
@@ -64,7 +63,7 @@ class StepTimer:
                 self._stack[-1] += elapsed
 
     def add(self, name: str, seconds: float) -> None:
-        """Count ``seconds`` measured elsewhere (e.g. the ``seconds`` of a `hir_trl.step.rewards.ConstraintReward`) as a block
+        """Count ``seconds`` measured elsewhere (e.g. the ``seconds`` of a `hir_trl.rewards.ConstraintReward`) as a block
         ``name`` nested in the block now open, which then excludes them as it excludes its timed blocks."""
         self.seconds[name] += seconds
         if self._stack:
@@ -142,7 +141,23 @@ class LogRow(NamedTuple):
     supplementary: bool
     kept_constraints: str | None
     reward: float
-    verdicts: str | None = None  # a supplementary sample's ``verdicts`` column entry (`VerdictMatrix.log_entries`)
+    verdicts: str | None = None  # a supplementary sample's ``verdicts`` column entry (`verdict_log_entries`)
+
+
+def verdict_log_entries(verdicts: Sequence[Sequence[Any]], constraints: Sequence[Sequence[Mapping[str, Any]]]
+                        ) -> list[str]:
+    """The completion log's ``verdicts`` column: per row of ``verdicts`` (its `hir_trl.verifiers.Verdict` per
+    constraint) and of ``constraints`` (its normalized constraints, in the same order), a JSON list with one entry per
+    constraint.
+
+    Each entry is ``{"constraint": instruction id (text for a soft constraint), "kind": "hard" | "soft",
+    "source": "rule" | "judge", "passed": bool}``, plus ``"error"`` (the checker's or judge's redacted error text)
+    when the verdict is a failure to check, so rule verdicts, judge verdicts and judge errors sit side by side.
+    """
+    return [json.dumps([{"constraint": c.get("instruction_id") or c.get("text"), "kind": c.get("kind"),
+                         "source": v.source, "passed": bool(v.passed), **({"error": v.error} if v.error else {})}
+                        for c, v in zip(items, row)], ensure_ascii=False)
+            for items, row in zip(constraints, verdicts)]
 
 
 def completion_log_rows(new_rows: Sequence[NewRow], inputs: Sequence[dict[str, Any]], completions: Sequence[Any],
@@ -162,7 +177,7 @@ def completion_log_rows(new_rows: Sequence[NewRow], inputs: Sequence[dict[str, A
             verdicts = supplement.verdicts
             out.append(LogRow(supplement.prompts[row.source], supplement.completions[row.source],
                               str(source.get("row_id")), False, True, None, rewards[num_sampled + i],
-                              VerdictMatrix([verdicts.verdicts[row.source]]).log_entries([source["constraints"]])[0]))
+                              verdict_log_entries([verdicts.verdicts[row.source]], [source["constraints"]])[0]))
     return out
 
 

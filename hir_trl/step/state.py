@@ -31,7 +31,7 @@ class HiRCapture:
     Filled in during the call (None until then):
         prompts: (B,) the prompts TRL passed to the reward functions (chat messages or text).
         completions: (B,) the decoded completions, as TRL passed them.
-        verdicts: the `hir_trl.step.rewards.VerdictMatrix` of `ConstraintReward` on those B rows.
+        verdicts: the `hir_trl.rewards.VerdictMatrix` of `ConstraintReward` on those B rows.
         rewards_per_func: (B, F) this rank's rows of TRL's rewards, the constraint reward first
             (`HiRTrainer._calculate_rewards`).
         recorded: the values recorded while sampling (`hir_trl.step.sampling.SamplingRecorder.per_row`: per completion,
@@ -64,7 +64,7 @@ class SupplementarySamples:
             ``old_per_token_logps`` (S, T) whenever the sampled rows have them.
         prompts: (S,) their prompts (q), as TRL passed them to the reward functions.
         completions: (S,) their decoded completions.
-        verdicts: the `hir_trl.step.rewards.VerdictMatrix` of `ConstraintReward` on those S rows.
+        verdicts: the `hir_trl.rewards.VerdictMatrix` of `ConstraintReward` on those S rows.
         rewards_per_func: (S, F) their rewards, the constraint reward first.
         fillers: samples generated on this rank only to keep the ranks in step (dropped).
         generated_tokens: completion tokens of the whole call, all ranks, fillers included.
@@ -89,7 +89,7 @@ class HiRStep:
         rewards: (B + len(new_rows),) reward of every row: the verdict reward of sampled rows and supplementary
             samples, 1 for replays (unless re-judged), NaN for padding.
         lam: lambda_s used for the selection (paper eq. "lambda").
-        supplementary_verdicts: the `hir_trl.step.rewards.VerdictMatrix` of the supplementary samples, or None.
+        supplementary_verdicts: the `hir_trl.rewards.VerdictMatrix` of the supplementary samples, or None.
     """
 
     new_rows: list[Any]

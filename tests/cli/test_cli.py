@@ -22,7 +22,7 @@ from hir_trl.cli import summary
 from hir_trl.cli.main import main, make_train_parser
 from hir_trl.data.loading import load_rows
 from hir_trl.data.templates import join_instruction
-from hir_trl.step.rewards import ConstraintReward
+from hir_trl.rewards import ConstraintReward
 
 from ..testing_utils import REPO_ROOT, SAMPLE_DATA, shared_file, write_checkpoint
 

@@ -36,6 +36,49 @@ def test_the_same_things_have_the_same_names_in_train_eval_and_synth():
             "verifier_modules"} <= _names(synth.SynthArguments) & train
 
 
+def test_train_and_eval_take_the_judge_options_from_one_class(tmp_path):
+    import inspect
+
+    import yaml
+
+    from hir_trl import HiRConfig
+    from hir_trl.cli.train import make_train_parser, parse_train_args
+    from hir_trl.judge import JudgeArguments, LiteLLMJudge
+
+    judge = dataclasses.fields(JudgeArguments)
+    assert len(judge) == 13 and all(f.name.startswith("judge_") and f.metadata["help"] for f in judge)
+    assert issubclass(HiRConfig, JudgeArguments) and eval_cli.JudgeArguments is JudgeArguments
+    hir = {f.name: f for f in dataclasses.fields(HiRConfig)}
+    names = [f.name for f in dataclasses.fields(HiRConfig)]
+    assert [name for name in names if name.startswith("judge_")] == [f.name for f in judge]  # one order
+    assert names.index("output_dir") < names.index("judge_model") < names.index("num_replays")
+    # every parser shows the same name, default, help and choices, from the one declaration
+    parsers = {"train": make_train_parser(), **{f"eval {c}": eval_cli.make_parser(c) for c in ("score", "generate")}}
+    for where, parser in parsers.items():
+        actions = {action.dest: action for action in parser._actions}
+        for f in judge:
+            action = actions[f.name]
+            assert (action.default, action.help, action.choices) == (f.default, f.metadata["help"],
+                                                                     f.metadata.get("choices")), (where, f.name)
+            assert hir[f.name].default == f.default and hir[f.name].metadata == f.metadata
+    help_text = parsers["train"].format_help()
+    assert all(f"--{f.name}" in help_text for f in judge)
+    # the defaults are the judge's own (`LiteLLMJudge`), so training and eval build the same judge
+    defaults = inspect.signature(LiteLLMJudge).parameters
+    assert {f.name: f.default for f in judge} == {f"judge_{name}": defaults[name].default for name in (
+        "model", "api_base", "api_key_env", "max_concurrency", "timeout", "max_retries", "retry_backoff",
+        "temperature", "max_tokens", "logprobs", "failure_policy", "extra_kwargs", "cache_dir")}
+    # a recipe (YAML) reaches HiRConfig's judge fields, and their validation still runs
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump({"output_dir": str(tmp_path / "out"), "judge_model": "",
+                                      "judge_extra_kwargs": {"logit_bias": {"31": 100.0}}, "judge_max_tokens": 2}))
+    config = parse_train_args(["--config", str(recipe)])[1]
+    assert (config.judge_model, config.judge_extra_kwargs, config.judge_max_tokens) == (
+        "", {"logit_bias": {"31": 100.0}}, 2)
+    with pytest.raises(ValueError, match="judge_max_tokens must be an integer >= 1, got 0"):
+        HiRConfig(output_dir=str(tmp_path), bf16=False, judge_max_tokens=0)
+
+
 @pytest.mark.parametrize("spelling", ["snake", "kebab", "former"])
 def test_eval_generate_reads_snake_kebab_and_former_spellings_alike(spelling):
     flags = {

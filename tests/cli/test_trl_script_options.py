@@ -15,7 +15,7 @@ import pytest
 from hir_trl.configs import HiRScriptArguments
 from hir_trl.data.chat import chat_template_text
 from hir_trl.data.loading import DatasetFormatError, load_rows, load_script_datasets
-from hir_trl.step.rewards import TRL_REWARD_FUNCTIONS, named_reward_functions, reward_call_problem
+from hir_trl.trainer_setup import TRL_REWARD_FUNCTIONS, named_reward_functions, reward_call_problem
 
 from ..testing_utils import (
     SAMPLE_DATA,

@@ -128,6 +128,8 @@ def test_generate_refusals_come_before_generation(files, capsys, no_generation, 
     (files.root / "run" / "checkpoint-4").mkdir()
     (files.root / "run" / "checkpoint-12").mkdir()
     second = _jsonl(files.root / "second.jsonl", [ROW])
+    soft = _jsonl(files.root / "soft.jsonl", [{"id": "s", "task": "T", "prompt": "P2", "constraints": [
+        {"text": "The tone should be cheerful.", "kind": "soft"}]}])
     cases = [
         (["--output_dir", "afile"], "--output_dir afile is a file"),
         (["--output_dir", "afile/eval"], "--output_dir afile/eval cannot be written"),
@@ -139,8 +141,8 @@ def test_generate_refusals_come_before_generation(files, capsys, no_generation, 
         (["--output_dir", "o", "--pass_k", "1", "2"], "--pass_k: budgets must be between 1 and --num_samples (1)"),
         (["--output_dir", "o", "--num_samples", "0"], "num_samples must be >= 1"),
         (["--output_dir", "o", "--top_p", "0"], "top_p must be in (0, 1]"),
-        (["--output_dir", "o", "--judge_model", "deepseek/deepseek-chat", "--judge_api_key_env", "NO_SUCH_KEY_VAR"],
-         "NO_SUCH_KEY_VAR"),
+        (["--output_dir", "o", "-b", str(soft), "--judge_api_key_env", "NO_SUCH_KEY_VAR"],  # the judge is needed
+         "or pass --judge_model '' to report it as unjudged"),
         (["--output_dir", "o", "--judge_model", "hosted_vllm/j", "--judge_api_key_env", "",
           "--judge_extra_kwargs", "{bad"], "--judge_extra_kwargs is not valid JSON"),
         (["--output_dir", "o", "--backend", "vllm"], "needs vLLM"),

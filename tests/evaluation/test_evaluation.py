@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import importlib
 import importlib.machinery
+import importlib.util
 import json
 import math
 import random
 import statistics
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -364,7 +366,7 @@ def test_muldimif_breakdown_by_pattern_and_difficulty(tmp_path, capsys):
     assert judged["rows"][2]["samples"][0]["judged"] == [1]
 
     write_jsonl(tmp_path / "responses.jsonl", [{"prompt": p, "response": r} for p, r in responses.items()])
-    code, out, _ = run_main(capsys, "score", "-b", path, "-r", tmp_path / "responses.jsonl")
+    code, out, _ = run_main(capsys, "score", "-b", path, "-r", tmp_path / "responses.jsonl", "--judge_model", "")
     assert code == 0
     assert "By pattern" in out and "By difficulty" in out and "Level 3" in out
     assert "1 requirement cannot be parsed by the rule checker" in out and "row r3 'Length_Words'" in out
@@ -401,11 +403,12 @@ def test_hir_dataset_soft_constraints_unjudged_without_a_judge(tmp_path, capsys)
     assert [s["strict"] for s in b["rows"][0]["samples"]] == [[True, None]]  # never a failure
 
     write_jsonl(tmp_path / "responses.jsonl", [{"prompt": p, "response": r} for p, r in responses.items()])
-    code, out, _ = run_main(capsys, "score", "-b", path, "-r", tmp_path / "responses.jsonl", "--format", "hir")
+    code, out, _ = run_main(capsys, "score", "-b", path, "-r", tmp_path / "responses.jsonl", "--format", "hir",
+                            "--judge_model", "")
     assert code == 0
     assert "2 constraints are unjudged (no judge configured: 2 soft, 0 unverifiable)" in out
     assert "1 rows with no other constraint are left out" in out
-    assert "Judge: none" in out
+    assert "Judge: none (soft constraints are reported as unjudged)" in out
 
 
 def test_hir_dataset_soft_constraints_with_a_judge(tmp_path):
@@ -433,24 +436,84 @@ def test_hir_dataset_soft_constraints_with_a_judge(tmp_path):
     assert b["metrics"]["ila"]["mean"] == 0.0
 
 
-def test_judge_flags_build_the_litellm_judge(tmp_path, capsys, two_rows, monkeypatch):
-    pytest.importorskip("hir_trl.judge")
-    bench, samples = two_rows
-    responses = write_jsonl(tmp_path / "r.jsonl", [{"prompt": p, "response": r} for p, rs in samples.items()
-                                                   for r in rs])
+#: The judge's packages are installed (found, not imported: importing litellm by hand would fetch its price map).
+needs_judge_extra = pytest.mark.skipif(importlib.util.find_spec("litellm") is None, reason="needs hir-trl[judge]")
+
+
+@needs_judge_extra
+def test_judge_flags_build_the_litellm_judge(tmp_path, capsys, monkeypatch):
+    from hir_trl.judge import LiteLLMJudge
+
+    path, samples = _native_file(tmp_path)  # two soft constraints: the judge is built and asked
+    responses = write_jsonl(tmp_path / "r.jsonl", [{"prompt": p, "response": r} for p, r in samples.items()])
+    asked = []
+    monkeypatch.setattr(LiteLLMJudge, "__call__", lambda self, triples: asked.append((self, list(triples))) or [
+        Verdict("cheerful" in criteria, source="judge") for _, _, criteria in triples])
     monkeypatch.delenv("HIR_TEST_UNSET_KEY", raising=False)
-    code, _, err = run_main(capsys, "score", "-b", bench, "-r", responses, "--judge-model", "openai/judge",
+    code, _, err = run_main(capsys, "score", "-b", path, "-r", responses, "--judge-model", "openai/judge",
                             "--judge-api-key-env", "HIR_TEST_UNSET_KEY")
-    assert code == 2 and "HIR_TEST_UNSET_KEY" in err
-    code, out, _ = run_main(capsys, "score", "-b", bench, "-r", responses, "--judge-model", "openai/judge",
-                            "--judge-api-key-env", "", "--judge-api-base", "http://127.0.0.1:9/v1")
-    assert code == 0 and "Judge: LiteLLMJudge(openai/judge)" in out  # no soft constraint here: never called
+    assert code == 2 and "HIR_TEST_UNSET_KEY" in err and err.count("\n") == 1 and not asked
+    local = ["--judge-model", "openai/judge", "--judge-api-key-env", "", "--judge-api-base", "http://127.0.0.1:9/v1"]
+    code, out, _ = run_main(capsys, "score", "-b", path, "-r", responses, *local, "--judge_max_retries", "1",
+                            "--judge_temperature", "0.5", "--judge_extra_kwargs", '{"logit_bias": {"31": 100}}')
+    assert code == 0 and "Judge: LiteLLMJudge(openai/judge)" in out
+    (judge, triples), = asked
+    assert [criteria for _, _, criteria in triples] == ["The tone should be cheerful.", "Be polite."]
+    assert (judge.model, judge.api_base, judge.api_key_env) == ("openai/judge", "http://127.0.0.1:9/v1", None)
+    assert (judge.max_retries, judge.temperature, judge.extra_kwargs) == (1, 0.5, {"logit_bias": {"31": 100.0}})
+    assert (judge.max_concurrency, judge.timeout, judge.max_tokens) == (64, 60.0, 16)  # the shared defaults
     not_a_folder = tmp_path / "cache_file"
     not_a_folder.write_text("x")
-    code, _, err = run_main(capsys, "score", "-b", bench, "-r", responses, "--judge-model", "openai/judge",
-                            "--judge-api-key-env", "", "--judge-api-base", "http://127.0.0.1:9/v1",
-                            "--judge-cache-dir", str(not_a_folder))
+    code, _, err = run_main(capsys, "score", "-b", path, "-r", responses, *local, "--judge-cache-dir", str(not_a_folder))
     assert code == 2 and f"judge_cache_dir: cannot open {not_a_folder}" in err and err.count("\n") == 1
+
+
+def _soft_and_rule_only(tmp_path):
+    """(a HIR-format benchmark with soft constraints, an IFEval one with none, and a responses file for both)."""
+    soft, samples = _native_file(tmp_path)
+    rules = write_jsonl(tmp_path / "ifeval.jsonl", [{"key": 1, "prompt": "P", "kwargs": [{}],
+                                                      "instruction_id_list": ["punctuation:no_comma"]}])
+    responses = write_jsonl(tmp_path / "r.jsonl", [{"prompt": p, "response": r} for p, r in
+                                                   [*samples.items(), ("P", "no comma here")]])
+    return soft, rules, responses
+
+
+def test_the_default_judge_is_built_only_for_soft_constraints(tmp_path, capsys, monkeypatch):
+    soft, rules, responses = _soft_and_rule_only(tmp_path)
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    for name in ("litellm", "tenacity"):  # as absent: import fails, importlib.util.find_spec gives None
+        monkeypatch.setitem(sys.modules, name, None)
+    # rule-only (IFEval): the default judge is never built, so neither litellm nor the key is needed
+    code, out, err = run_main(capsys, "score", "-b", rules, "-r", responses, "--output", tmp_path / "rules.json")
+    assert code == 0, err
+    assert "Judge: none (no constraint needs one)" in out and json.loads((tmp_path / "rules.json").read_text())[
+        "judge"] is None
+    # soft constraints and the default judge without its packages: one line naming every fix, nothing written
+    code, out, err = run_main(capsys, "score", "-b", soft, "-r", responses, "--output", tmp_path / "soft.json")
+    assert code == 2 and not out and err.count("\n") == 1, err
+    assert ("--benchmark native: 2 constraints only an LLM judge can check (soft, or no rule parses them), but the LLM "
+            "judge (judge_model deepseek/deepseek-chat) needs litellm and tenacity") in err
+    assert "pip install 'hir-trl[judge]'; or pass --judge_model '' to report them as unjudged" in err
+    assert not (tmp_path / "soft.json").exists()
+    # --judge_model '': reported as unjudged, as before
+    code, out, _ = run_main(capsys, "score", "-b", soft, "-r", responses, "--judge_model", "", "--output",
+                            tmp_path / "soft.json")
+    assert code == 0 and "Judge: none (soft constraints are reported as unjudged)" in out
+    assert json.loads((tmp_path / "soft.json").read_text())["benchmarks"]["native"]["issues"]["unjudged"][
+        "soft"] == 2
+
+
+@needs_judge_extra
+def test_soft_constraints_without_the_judges_key_are_one_line(tmp_path, capsys, monkeypatch):
+    soft, rules, responses = _soft_and_rule_only(tmp_path)
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    code, out, err = run_main(capsys, "score", "-b", rules, "-b", soft, "-r", responses)
+    assert code == 2 and not out and err.count("\n") == 1, err
+    assert ("--benchmark native: 2 constraints only an LLM judge can check (soft, or no rule parses them), but the "
+            "judge's API key variable 'DEEPSEEK_API_KEY' is not set; export it") in err
+    assert err.rstrip().endswith("or pass --judge_model '' to report them as unjudged")
+    code, _, err = run_main(capsys, "score", "-b", rules, "-r", responses)  # rule-only: no key needed
+    assert code == 0, err
 
 
 # --------------------------------------------------------------------------------------------------

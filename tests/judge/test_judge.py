@@ -644,7 +644,7 @@ def test_judge_batch_warns_when_a_judge_raises(caplog):
     def broken(triples):
         raise RuntimeError("boom")
 
-    with caplog.at_level(logging.WARNING, logger="hir_trl.step.rewards"):
+    with caplog.at_level(logging.WARNING, logger="hir_trl.judge.protocol"):
         verdicts = judge_batch(broken, [("q", "r", "c")] * 2)
     assert verdicts == [Verdict(False, "RuntimeError: boom", "judge")] * 2
     assert "boom" in caplog.text and "2 soft constraints" in caplog.text

@@ -34,9 +34,10 @@ def test_configuration_reference_lists_every_field_with_its_help():
     from trl import GRPOConfig
 
     from hir_trl.configs import HiRConfig, HiRScriptArguments
+    from hir_trl.judge import JudgeArguments
 
     text = runpy.run_path(str(REPO / "scripts" / "config_reference.py"))["render"]()
-    for cls in (HiRConfig, HiRScriptArguments):
+    for cls in (HiRConfig, JudgeArguments, HiRScriptArguments):
         for name in cls.__annotations__:
             if not name.startswith("_"):
                 assert f"| `{name}` |" in text, name

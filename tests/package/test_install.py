@@ -125,15 +125,16 @@ def test_rule_only_training_evaluation_and_plan_run_without_the_judge_extra(tmp_
 
 
 def test_the_judge_without_its_extra_is_one_line_naming_it(tmp_path):
-    bench = tmp_path / "bench.jsonl"
-    bench.write_text(json.dumps({"key": 1, "prompt": "P", "instruction_id_list": ["punctuation:no_comma"],
-                                 "kwargs": [{}]}) + "\n")
+    bench = tmp_path / "bench.jsonl"  # a soft constraint: only the judge can check it
+    bench.write_text(json.dumps({"id": 1, "task": "T", "prompt": "P", "constraints": [
+        {"text": "The tone should be cheerful.", "kind": "soft"}]}) + "\n")
     (tmp_path / "responses.jsonl").write_text(json.dumps({"prompt": "P", "response": "x"}) + "\n")
     judged = run_without(tmp_path, "litellm", "eval", "score", "--benchmark", str(bench), "--responses",
                          str(tmp_path / "responses.jsonl"), "--judge_model", "openai/gpt-4o-mini",
                          "--judge_api_key_env", "HOME")
     assert judged.returncode == 2 and judged.stderr.count("\n") == 1, judged.stderr
     assert "needs litellm, which is not installed: pip install 'hir-trl[judge]'" in judged.stderr
+    assert "or pass --judge_model '' to report it as unjudged" in judged.stderr
 
 
 # ------------------------------------------------------------------------------ slow: the lines, in fresh venvs

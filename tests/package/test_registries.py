@@ -9,10 +9,11 @@ import pytest
 import torch
 
 from hir_trl import HiRConfig
+from hir_trl.rewards import ConstraintReward, VerdictMatrix
 from hir_trl.step.advantages import ESTIMATORS, REPLAY_ADVANTAGES, group_advantages, hir_advantages
 from hir_trl.step.loss_weighting import LOSS_WEIGHTINGS, prepare_loss_batch
 from hir_trl.step.replay import SCOPES, SELECTIONS, select_replays
-from hir_trl.step.rewards import REWARD_MODES, ConstraintReward, VerdictMatrix
+from hir_trl.step.rewards import REWARD_MODES
 from hir_trl.step.shortfall import SHORTFALLS, shortfall_policy
 
 #: The config field each registry serves.

@@ -42,7 +42,8 @@ from hir_trl.judge import (
     judge_batch,
     verdict_from_logprobs,
 )
-from hir_trl.step.rewards import extra_rewards, judge_for
+from hir_trl.step.rewards import extra_rewards
+from hir_trl.trainer_setup import judge_for
 from hir_trl.verifiers import Verdict, verify_constraint
 
 from ..judge_server import FakeJudgeServer
@@ -620,9 +621,9 @@ def test_a_lone_surrogate_escape_in_a_data_file_names_file_line_and_field(tmp_pa
 
 def test_hir_trl_train_that_trains_no_step_exits_2_and_saves_nothing(tmp_path, capsys, tiny_model_path, monkeypatch):
     """The guard behind the row check: with the check out of the way, the run itself refuses to end as a success."""
-    import hir_trl.trainer
+    import hir_trl.trainer_setup
 
-    monkeypatch.setattr(hir_trl.trainer, "check_enough_rows", lambda args, dataset: None)
+    monkeypatch.setattr(hir_trl.trainer_setup, "check_enough_rows", lambda args, dataset: None)
     data = write_rows(tmp_path / "one.jsonl", [native(id="only")])  # 1 row; a step samples 2 prompts
     code, out, err = train(tmp_path, capsys, "--dataset_name", data, "--model_name_or_path", tiny_model_path,
                            "--build_tiny_model", "false", "--max_steps", "1", "--save_strategy", "no")

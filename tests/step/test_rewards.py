@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from hir_trl.step.rewards import ConstraintReward, VerdictMatrix, completion_text, instruction_text
+from hir_trl.rewards import ConstraintReward, VerdictMatrix, completion_text, instruction_text
 from hir_trl.verifiers import Verdict
 
 

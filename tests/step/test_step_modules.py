@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from hir_trl.data.templates import join_instruction
+from hir_trl.rewards import VerdictMatrix
 from hir_trl.step.advantages import add_replay_advantages, group_advantages, hir_advantages, kl_in_reward_per_token
 from hir_trl.step.batch import (
     NewRow,
@@ -28,7 +29,6 @@ from hir_trl.step.replay import (
     select_replays,
     select_rewrite,
 )
-from hir_trl.step.rewards import VerdictMatrix
 from hir_trl.step.sampling import completion_ended, diversity_scores
 from hir_trl.step.state import SupplementarySamples
 from hir_trl.verifiers import Verdict

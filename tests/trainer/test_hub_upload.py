@@ -14,7 +14,7 @@ from huggingface_hub.utils import filter_repo_objects
 
 from hir_trl.models.adapter_base import adapter_base_name, record_adapter_base
 from hir_trl.models.smollm2 import BUILD_RECORD, SMOLLM2_GGUF_FILE, hub_origin
-from hir_trl.trl_adapter import COMPLETIONS_PATTERNS, TRLPasses
+from hir_trl.run_folder import COMPLETIONS_PATTERNS, hub_upload, hub_upload_note
 
 SMOLLM2_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
@@ -41,10 +41,10 @@ def hub_calls(monkeypatch):
     return calls
 
 
-def _passes(**args):
+def _args(**args):
     values = dict(push_to_hub=True, log_completions=True, push_completions=True, output_dir="out")
     values.update(args)
-    return TRLPasses(SimpleNamespace(args=SimpleNamespace(**values)), seed=0)
+    return SimpleNamespace(**values)
 
 
 # ------------------------------------------------------------------------------------ the adapter's base
@@ -88,19 +88,19 @@ def test_adapter_base_name_and_record_adapter_base(tmp_path, monkeypatch):
 
 
 def test_the_upload_note_says_what_goes_up():
-    assert "uploads the completion logs (out/completions/" in _passes().hub_upload_note()
-    assert "--push_completions false" in _passes().hub_upload_note()
-    assert "leaves the completion logs (out/completions/) out" in _passes(push_completions=False).hub_upload_note()
-    assert _passes(push_to_hub=False).hub_upload_note() is None
-    assert _passes(log_completions=False).hub_upload_note() is None
+    assert "uploads the completion logs (out/completions/" in hub_upload_note(_args())
+    assert "--push_completions false" in hub_upload_note(_args())
+    assert "leaves the completion logs (out/completions/) out" in hub_upload_note(_args(push_completions=False))
+    assert hub_upload_note(_args(push_to_hub=False)) is None
+    assert hub_upload_note(_args(log_completions=False)) is None
 
 
 @pytest.mark.parametrize("push_completions, log_completions, left_out", [
     (False, True, True), (True, True, False), (False, False, False)])
 def test_hub_upload_leaves_the_completion_logs_out_only_when_asked(hub_calls, push_completions, log_completions,
                                                                    left_out):
-    passes = _passes(push_completions=push_completions, log_completions=log_completions)
-    with passes.hub_upload():
+    args = _args(push_completions=push_completions, log_completions=log_completions)
+    with hub_upload(args):
         transformers_trainer.hf_api().upload_folder(folder_path="out", ignore_patterns=["_*", "checkpoint-*"])
     transformers_trainer.hf_api().upload_folder(folder_path="out", ignore_patterns=["_*", "checkpoint-*"])
     inside, after = (kwargs["ignore_patterns"] for _, kwargs in hub_calls)
@@ -127,7 +127,7 @@ def test_a_lora_run_records_its_base_and_pushes_without_completion_logs(tmp_path
                      num_replays=0, max_steps=1, max_completion_length=8, bf16=False, use_cpu=True, report_to="none",
                      save_strategy="no", seed=0, gradient_checkpointing=False, log_completions=True, push_to_hub=True,
                      hub_model_id="me/tiny-hir", push_completions=False)
-    with caplog.at_level(logging.WARNING, logger="hir_trl.trl_adapter"):
+    with caplog.at_level(logging.WARNING, logger="hir_trl.run_folder"):
         trainer = HiRTrainer(model="models/tiny", args=args, train_dataset=sample_dataset,
                              peft_config=LoraConfig(r=2, target_modules=["q_proj"]))
     assert [r.getMessage() for r in caplog.records if "completion logs" in r.getMessage()] == [

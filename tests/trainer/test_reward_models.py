@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from hir_trl import ConstraintReward, HiRTrainer
-from hir_trl.step.rewards import extra_rewards_problem, named_reward_functions, names_reward_model
+from hir_trl.trainer_setup import extra_rewards_problem, named_reward_functions, names_reward_model
 
 from ..testing_utils import assert_nothing_written, assert_one_line_error, make_args, train
 

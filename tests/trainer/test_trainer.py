@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import hir_trl.step.rewards as rewards_module
+import hir_trl.rewards as rewards_module
 from hir_trl import ConstraintReward, HiRConfig, HiRTrainer
 from hir_trl.data.templates import join_instruction
 from hir_trl.trainer import check_batch_layout

@@ -3,14 +3,68 @@ TRL's private behaviour changes."""
 
 from __future__ import annotations
 
+import inspect
 from collections import deque
+from types import SimpleNamespace
 
 import pytest
 from trl import GRPOTrainer
 
 from hir_trl import HiRConfig, trl_adapter
+from hir_trl.step import StepPasses
 from hir_trl.step.log import LogRow
 from hir_trl.trainer import HiRTrainer
+from hir_trl.trl_adapter import TRLPasses
+
+#: The public members of `TRLPasses` beyond `hir_trl.step.StepPasses`, each with who uses it. A new public member
+#: fails `test_trl_passes_is_the_step_protocol_plus_the_trainers_calls` until it is listed here.
+TRAINER_MEMBERS = {
+    # HiRTrainer.__init__
+    "vllm_available": "__init__", "move_kl_to_reward": "__init__", "resize_completion_log": "__init__",
+    "after_trl_init": "__init__",
+    # HiRTrainer's hooks
+    "keep_reward_call": "_calculate_rewards", "capture": "_get_per_token_logps_and_entropies, _generate_single_turn",
+    "judge_ahead": "_generate", "replay_ratio_logging": "_compute_loss",
+    "start_completion_log": "_generate_and_score_completions", "capturing": "_generate_and_score_completions",
+    "separate_completion_log": "evaluation_loop", "checkpoint_folder": "_save_checkpoint",
+    # set by after_trl_init, read by capturing: why generate cannot record while sampling
+    "no_recording_reason": "after_trl_init",
+    # the TRL calls `extra_rewards` makes, which `hir_trl.step.rewards` and `hir_trl.step.state` name
+    "replay_reward_kwargs": "extra_rewards", "run_together": "extra_rewards", "score_with_model": "extra_rewards",
+}
+
+
+def _protocol_members() -> tuple[set[str], set[str]]:
+    """(attributes, methods) `hir_trl.step.StepPasses` declares."""
+    methods = {name for name, value in vars(StepPasses).items() if callable(value) and not name.startswith("_")}
+    return set(StepPasses.__annotations__), methods
+
+
+def _parameters(function) -> list[tuple[str, object, object]]:
+    """(name, kind, default) of each parameter but ``self``."""
+    return [(p.name, p.kind, p.default) for p in inspect.signature(function).parameters.values() if p.name != "self"]
+
+
+def test_trl_passes_is_the_step_protocol_plus_the_trainers_calls():
+    """`TRLPasses` holds every member of `StepPasses` (an attribute as a value or property, a method with the
+    protocol's parameters: names, kinds, defaults), and no public member but those and `TRAINER_MEMBERS`: TRL's
+    private state reaches HiR through these and nothing else. Built over an empty trainer (nothing of TRL is read
+    until a member is used)."""
+    passes = TRLPasses(SimpleNamespace(), seed=0)
+    attributes, methods = _protocol_members()
+    assert {"args", "global_step", "timer", "replay_rng"} <= attributes
+    assert {"policy_pass", "supplementary_samples", "gather", "log_metric", "log_hindsight_rows"} <= methods
+    missing = object()
+    for name in sorted(attributes):
+        found = inspect.getattr_static(passes, name, missing)
+        assert found is not missing, f"TRLPasses has no {name}"
+        assert isinstance(found, property) or not inspect.isfunction(found), f"TRLPasses.{name} is a method"
+    for name in sorted(methods):
+        found = inspect.getattr_static(TRLPasses, name, None)
+        assert inspect.isfunction(found), f"TRLPasses has no method {name}"
+        assert _parameters(found) == _parameters(vars(StepPasses)[name]), name
+    public = {name for name in dir(passes) if not name.startswith("_")}
+    assert public - attributes - methods == set(TRAINER_MEMBERS)
 
 
 def _trainer(tmp_path, tiny_model_path, dataset, **overrides):
@@ -32,7 +86,7 @@ def test_trl_computes_old_logps_matches_trl(tmp_path, tiny_model_path, sample_da
     trainer.model.train()
     output = trainer._generate_and_score_completions(_batch(trainer, sample_dataset, 6))
     computed = output.get("old_per_token_logps") is not None
-    assert trainer.hir_passes.trl_computes_old_logps() is computed
+    assert trainer.hir_passes._trl_computes_old_logps() is computed
     assert computed is (num_iterations == 2)
 
 
@@ -52,7 +106,7 @@ def test_completion_log_buffers_and_one_completion_per_prompt(tmp_path, tiny_mod
     assert logged == 6
     # TRL reads num_generations inside the call: one completion per prompt, and nothing kept in the records
     # (TRL's own method, as `HiRTrainer._supplementary_samples` calls it: HiR's override starts a new log)
-    with passes.one_completion_per_prompt(), passes.discard_records(2):
+    with passes._one_completion_per_prompt(), passes._discard_records(2):
         out = GRPOTrainer._generate_and_score_completions(trainer, _batch(trainer, sample_dataset, 2))
     assert trainer.num_generations == 6
     assert out["completion_ids"].size(0) == 2
@@ -133,7 +187,7 @@ def test_private_state_the_adapter_reads_and_writes(tmp_path, tiny_model_path, s
     passes.log_metric("hir/x", 1.5)
     passes.log_metric("hir/x", 2.5, training=False)
     assert trainer._metrics["train"]["hir/x"] == [1.5] and trainer._metrics["eval"]["hir/x"] == [2.5]
-    assert passes.reward_environments() is None  # TRL's default before any call
+    assert passes._reward_environments() is None  # TRL's default before any call
 
 
 def test_trl_internals_behave_as_hir_uses_them(tiny_model_path):
@@ -185,7 +239,7 @@ def test_trl_internals_behave_as_hir_uses_them(tiny_model_path):
         f.name for f in dataclasses.fields(trl_internals.GRPOScriptArguments)}
     assert [f.name for f in dataclasses.fields(trl_internals.DatasetConfig)] == [
         "path", "name", "data_dir", "data_files", "split", "columns", "fraction"]
-    # trl_rewards: the reward functions trl grpo names (`hir_trl.step.rewards.TRL_REWARD_FUNCTIONS`)
+    # trl_rewards: the reward functions trl grpo names (`hir_trl.trainer_setup.TRL_REWARD_FUNCTIONS`)
     assert trl_internals.trl_rewards.think_format_reward(
         completions=[[{"content": "<think>a</think>b"}], [{"content": "b"}]], prompts=["q", "q"]) == [1.0, 0.0]
 
