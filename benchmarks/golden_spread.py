@@ -1,11 +1,11 @@
 """How far the step's golden record moves between torch's CPU kernel sets and thread counts, in units of float32
-rounding: the measurement behind ``tests/test_step_golden.py``'s tolerance (``ULPS``).
+rounding: the measurement behind ``tests/step/test_step_golden.py``'s tolerance (``ULPS``).
 
     python -m benchmarks.golden_spread --out benchmarks/experiments/golden-spread
 
 For each ``ATEN_CPU_CAPABILITY`` this CPU can run (default, avx2, avx512) and 1 or 2 torch threads, one process
-builds the tiny model and records every golden scenario (``tests.test_step_golden.record``). Each record is
-compared with ``tests/data/step_golden.json``: the discrete parts must be equal, and for each float key the largest
+builds the tiny model and records every golden scenario (``tests.step.test_step_golden.record``). Each record is
+compared with ``tests/fixtures/step_golden.json``: the discrete parts must be equal, and for each float key the largest
 ``|a - b| / (2**-23 * max(1, |a|, |b|))`` is reported. ``OUT/spread.json`` holds the figures and the machine.
 """
 
@@ -28,7 +28,7 @@ CHILD = """
 import json, sys, tempfile
 from pathlib import Path
 import torch
-import tests.test_step_golden as golden
+import tests.step.test_step_golden as golden
 from hir_trl import load_hir_dataset
 from hir_trl.models.tiny import build_tiny_model
 from tests.testing_utils import SAMPLE_DATA
@@ -47,7 +47,7 @@ print(json.dumps(out))
 
 def spread(expected: dict, got: dict) -> dict:
     """Per float key, the largest move in units of 2**-23 * max(1, |value|); the discrete differences, if any."""
-    from tests.test_step_golden import EPS32, FLOAT_KEYS, differences
+    from tests.step.test_step_golden import EPS32, FLOAT_KEYS, differences
 
     def units(a: str | None, b: str | None) -> float:
         if a is None or b is None:
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--threads", default="1,2")
     args = parser.parse_args(argv)
-    recorded = json.loads((REPO_ROOT / "tests" / "data" / "step_golden.json").read_text())
+    recorded = json.loads((REPO_ROOT / "tests" / "fixtures" / "step_golden.json").read_text())
     expected = {name: value for name, value in recorded.items() if name != "torch"}  # the scenarios' records
     import torch
 

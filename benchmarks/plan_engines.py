@@ -1,5 +1,5 @@
 """The training state each engine holds per rank after ``accelerator.prepare``, counted tensor by tensor, for
-`hir-trl plan`'s state terms to be checked against (benchmarks/tests/test_plan_engines.py; ``make test-plan-engines``).
+`hir-trl plan`'s state terms to be checked against (tests/cli/test_plan_engines.py; ``make test-plan-engines``).
 
 Run on 2 CPU processes, one engine per launch (DeepSpeed as transformers' Trainer runs ``--deepspeed``)::
 

@@ -6,7 +6,7 @@ combinations HiR cannot honour (`REFUSALS`): `hir_trl.configs.validate` (`refusa
 message as a `ValueError` (one line naming the option and the alternative) when a `HiRConfig` is built, before a model
 is loaded; `trainer_argument_problem` does the same for `GRPOTrainer` arguments that are not config fields.
 `compatibility_rows` is the table docs/configuration.md shows (`scripts/config_reference.py`), and
-``tests/test_config_compat.py`` checks each supported cell's property on the tiny model and that every
+``tests/trainer/test_config_compat.py`` checks each supported cell's property on the tiny model and that every
 `GRPOConfig` field is classified here (a new TRL release cannot slip a field past it).
 
 Pure Python: the table is read by the docs generator and the config, no torch or TRL import at module level.
@@ -165,7 +165,7 @@ def check_trainer_arguments(kwargs: dict[str, Any]) -> None:
 
 
 #: Supported cells worth a row of the table: (option, value, what holds with replays). Each is a cell of
-#: ``tests/test_config_compat.py``.
+#: ``tests/trainer/test_config_compat.py``.
 SUPPORTED: tuple[tuple[str, str, str], ...] = (
     ("loss_type", "dapo (default), bnpo, cispo, vespo", "any replay_shortfall; a padding row changes no other row's "
      "loss (it has no loss token, and these losses count tokens)"),

@@ -455,7 +455,7 @@ class HiRScriptArguments(GRPOScriptArguments, DatasetMixtureConfig):
 
 #: How ``hir-trl train`` takes each of ``trl grpo``'s script options (TRL's ``ScriptArguments``,
 #: ``GRPOScriptArguments`` and `DatasetMixtureConfig`): honoured, or refused in one line; none is ignored
-#: (docs/configuration.md renders it; ``tests/test_trl_script_options.py`` holds it to TRL's parser).
+#: (docs/configuration.md renders it; ``tests/cli/test_trl_script_options.py`` holds it to TRL's parser).
 TRL_SCRIPT_OPTIONS: dict[str, str] = {
     "dataset_name": "honoured: a Hub dataset id as in trl grpo, or a local .jsonl/.json/.parquet file or dataset "
                     "folder in HIR-16K or native format",

@@ -7,8 +7,8 @@ function on a replay with the arguments TRL would pass. `TRLPasses` is the one s
 holds one (``hir_passes``) and calls its methods from its hooks, and the step (`hir_trl.step.StepPasses`) gets it as
 its passes; it also owns HiR's per-trainer state (the replay RNG, the step timer, the current `HiRCapture`, and why
 sampling cannot record). Each method names the private attribute it relies on; TRL's internal helpers come from
-`hir_trl.trl_internals`. `tests/test_trl_adapter.py` runs them against the installed TRL and fails loudly when TRL's
-behaviour changes.
+`hir_trl.trl_internals`. `tests/trainer/test_trl_adapter.py` runs them against the installed TRL and fails loudly when
+TRL's behaviour changes.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ class TRLPasses:
     """HiR's side of one `HiRTrainer`: its per-trainer state, and every read or change of TRL's private state.
 
     It implements `hir_trl.step.StepPasses` (the step's settings, passes and records) and the calls of
-    `HiRTrainer`'s ``__init__`` and hooks, and has no other public member (`tests/test_trl_adapter.py` lists the
-    trainer's). It reads the trainer's HiR settings (``args``, ``kl_coef``, ``constraint_reward``,
+    `HiRTrainer`'s ``__init__`` and hooks, and has no other public member (`tests/trainer/test_trl_adapter.py` lists
+    the trainer's). It reads the trainer's HiR settings (``args``, ``kl_coef``, ``constraint_reward``,
     ``extra_reward_funcs``) and TRL's state (the models, the accelerator, ``_tokenizer``, ``_metrics``, ``_logs``,
     ``async_loop``); runs no-grad passes through TRL's ``_get_per_token_logps_and_entropies`` and supplementary
     samples through `GRPOTrainer`'s own ``_generate_and_score_completions`` (not HiR's override). The records a save

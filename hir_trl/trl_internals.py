@@ -4,8 +4,9 @@ Anything hir-trl takes from TRL beyond its public API (``from trl import GRPOTra
 in this module, which imports no `hir_trl` module. `hir_trl.trl_adapter` (which imports the step) and the modules it
 sits above (`hir_trl.step.batch`, `hir_trl.step.advantages`, `hir_trl.guards`; also `hir_trl.configs` for ``trl
 grpo``'s script arguments and `hir_trl.trainer_setup` for ``trl.rewards``) take these names from here, so no
-import circle forms (`tests/test_public_api.py` checks both: no circle, and no TRL-internal import in any other
-module). `tests/test_trl_adapter.py` checks, against the installed TRL, the behaviour of each name that HiR relies on.
+import circle forms (`tests/package/test_public_api.py` checks both: no circle, and no TRL-internal import in any
+other module). `tests/trainer/test_trl_adapter.py` checks, against the installed TRL, the behaviour of each name that
+HiR relies on.
 """
 
 from __future__ import annotations

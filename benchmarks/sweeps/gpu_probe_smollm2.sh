@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU checks: the GPU tests (tests/test_gpu.py), then the decisive-smollm2 run settings on CUDA for 4 steps with a
+# GPU checks: the GPU tests (tests/recipes/test_gpu.py), then the decisive-smollm2 run settings on CUDA for 4 steps with a
 # random-init SmolLM2-135M (the real weights are too large to carry): hir_cla and rl_cr workers, timed.
 # Prepare here (with ../shared beside the checkout): `PYTHONPATH=. python benchmarks/sweeps/gpu_probe_smollm2_prep.py`
 # (writes .dev/: the task's rows, the probe's settings, SmolLM2's config and tokenizer) and put the wheels the GPU
@@ -15,7 +15,7 @@ export PYTHONPATH=/tmp/site:$PWD
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; nproc
 python3 -c "import torch, transformers, trl, peft, accelerate, datasets, pyarrow; print('torch', torch.__version__, 'transformers', transformers.__version__, 'trl', trl.__version__, 'peft', peft.__version__, 'accelerate', accelerate.__version__, 'datasets', datasets.__version__, 'pyarrow', pyarrow.__version__, torch.cuda.get_device_name())" || exit 1
 echo "== setup $(( $(date +%s) - t0 ))s"
-t=$(date +%s); timeout 200 python3 -m pytest -q -p no:cacheprovider -rs tests/test_gpu.py > $OUT/gpu-tests.log 2>&1; echo "gpu tests rc=$? $(( $(date +%s) - t ))s"; tail -15 $OUT/gpu-tests.log
+t=$(date +%s); timeout 200 python3 -m pytest -q -p no:cacheprovider -rs tests/recipes/test_gpu.py > $OUT/gpu-tests.log 2>&1; echo "gpu tests rc=$? $(( $(date +%s) - t ))s"; tail -15 $OUT/gpu-tests.log
 python3 - <<'PY' || exit 1
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer

@@ -23,7 +23,7 @@ def test_without_a_gpu_the_acceptance_script_names_what_it_would_run_and_stops(t
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert ran.returncode == NO_GPU == 3, ran.stdout + ran.stderr
     assert "no CUDA GPU here" in ran.stdout and "nothing run" in ran.stdout
-    assert "-m pytest -q -p no:cacheprovider -rs tests/test_gpu.py" in ran.stdout
+    assert "-m pytest -q -p no:cacheprovider -rs tests/recipes/test_gpu.py" in ran.stdout
     train = next(line for line in ran.stdout.splitlines() if " train " in line)
     assert str(RECIPE.relative_to(ROOT)) in train and "--bf16 true --max_steps 2" in train
     assert "plan --gpu_memory_gb" in ran.stdout

@@ -18,7 +18,7 @@ its logit *processors* (repetition penalty, suppressed or forced tokens, minimum
 the loss's temperature itself: its values are the policy's, the same numbers TRL's loss and a no-grad pass compute,
 whatever top-k/top-p/min-p truncate (the token is still drawn from the truncated distribution). They differ only
 when a processor before it changes the logits: `sampling_changes_policy` names such a setting, and `HiRTrainer`
-then runs the pass instead. ``tests/test_sampling.py`` checks the placement against a full forward.
+then runs the pass instead. ``tests/step/test_sampling.py`` checks the placement against a full forward.
 
 TRL 1.16 calls ``unwrapped_model.generate(**inputs, generation_config=...)`` inside ``_generate_single_turn`` and
 offers no way to add a logits processor: ``GenerationConfig`` (hence ``generation_kwargs``) rejects

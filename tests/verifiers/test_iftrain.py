@@ -15,7 +15,7 @@ from hir_trl.verifiers import ifbench, ifeval, iftrain, verify_constraint
 from hir_trl.verifiers.base import Checker
 from hir_trl.verifiers.iftrain import split_into_sentences
 
-from ..testing_utils import IFTRAIN_EXAMPLE_KWARGS, IFTRAIN_REQUEST
+from .utils import IFTRAIN_EXAMPLE_KWARGS, IFTRAIN_REQUEST
 
 ALL_IDS = [
     "copy:repeat_phrase",

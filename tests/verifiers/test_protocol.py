@@ -16,7 +16,7 @@ from hir_trl.verifiers import FAMILIES, VerifierFamily, ifbench, ifeval, iftrain
 from hir_trl.verifiers.base import Checker
 from hir_trl.verifiers.family import loose_variants, strict_only
 
-from ..testing_utils import IFEVAL_EXAMPLE_KWARGS, IFTRAIN_EXAMPLE_KWARGS, ifbench_example_kwargs
+from .utils import IFEVAL_EXAMPLE_KWARGS, IFTRAIN_EXAMPLE_KWARGS, ifbench_example_kwargs
 
 #: One requirement that parses, per MulDimIF checker class (every id of the class shares it).
 MULDIMIF_REQUIREMENTS = {

@@ -1,0 +1,138 @@
+"""Reward models as extra rewards, as in `GRPOTrainer`: a model id or folder in ``reward_funcs`` (or
+``reward_model_name_or_path``) is loaded as a sequence-classification model with its tokenizer; the sampled rows are
+scored by TRL, each replay by HiR on its own (q', y), and both are logged. A tiny reward model is built locally."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from hir_trl import ConstraintReward, HiRTrainer
+from hir_trl.trainer_setup import extra_rewards_problem, named_reward_functions, names_reward_model
+
+from ..testing_utils import assert_nothing_written, assert_one_line_error, make_args, train
+
+
+@pytest.fixture(scope="module")
+def reward_model_path(tmp_path_factory, tiny_model_path):
+    """A random-init sequence-classification model (one label) on the tiny model's config and tokenizer."""
+    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
+    folder = tmp_path_factory.mktemp("tiny-reward-model")
+    config = AutoConfig.from_pretrained(tiny_model_path)
+    config.num_labels = 1
+    torch.manual_seed(0)
+    AutoModelForSequenceClassification.from_config(config).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(tiny_model_path).save_pretrained(folder)
+    return folder
+
+
+def test_a_model_id_or_folder_in_reward_funcs_is_kept_for_grpo_trainer_to_load(tmp_path):
+    folder = tmp_path / "rm"
+    folder.mkdir()
+    assert names_reward_model("org/reward-model") and names_reward_model(str(folder))
+    assert not names_reward_model("my_module.my_reward") and not names_reward_model("think_format_reward")
+    functions = named_reward_functions(["think_format_reward", "org/reward-model", str(folder)])
+    assert callable(functions[0]) and functions[1:] == ["org/reward-model", str(folder)]
+    # a model is no function TRL calls with the rows' columns: only the reward weights' count is asked of it
+    assert extra_rewards_problem(functions, ["prompt", "constraints"], None) is None
+    assert "reward_weights has 2 weight(s) for 4 reward(s)" in extra_rewards_problem(functions, ["prompt"], [1, 1])
+
+
+def test_a_missing_reward_model_folder_is_one_line_before_anything_loads(tmp_path, capsys):
+    code, out, err = train(tmp_path, capsys, "--reward_funcs", str(tmp_path / "no-such-rm"))
+    assert_one_line_error(code, out, err, "reward_funcs: ", "no-such-rm: no such reward model folder")
+    assert_nothing_written(tmp_path)
+    code, out, err = train(tmp_path, capsys, "--reward_model_name_or_path", "./no-such-rm")
+    assert_one_line_error(code, out, err, "reward_model_name_or_path: ./no-such-rm: no such reward model folder")
+    assert_nothing_written(tmp_path)
+
+
+def test_hir_trl_train_with_a_reward_model_logs_its_reward_for_sampled_rows_and_replays(tmp_path, capsys,
+                                                                                     reward_model_path):
+    code, out, err = train(tmp_path, capsys, "--reward_funcs", str(reward_model_path), "--max_steps", "2",
+                           "--save_strategy", "no")
+    assert code == 0, err
+    name = reward_model_path.name
+    history = json.loads((tmp_path / "out" / "trainer_state.json").read_text())["log_history"]
+    steps = [entry for entry in history if "loss" in entry]
+    assert len(steps) == 2
+    for entry in steps:
+        sampled, replays = entry[f"rewards/{name}/mean"], entry[f"hir/replay_rewards/{name}/mean"]
+        assert math.isfinite(sampled) and math.isfinite(replays)
+        # TRL's weighted sum: the constraint reward (CLA in the tiny recipe) plus the model's, weights 1
+        assert entry["reward"] == pytest.approx(entry["rewards/cla/mean"] + sampled, abs=1e-5)
+
+
+def test_replays_are_scored_by_the_reward_model_under_the_hindsight_instruction_with_lora(tmp_path,
+                                                                                          tiny_model_path,
+                                                                                          sample_dataset,
+                                                                                          reward_model_path):
+    from peft import LoraConfig
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    trainer = HiRTrainer(model=str(tiny_model_path), reward_funcs=[ConstraintReward(), str(reward_model_path)],
+                         args=make_args(tmp_path, max_steps=2, num_replays=2),
+                         train_dataset=sample_dataset,
+                         peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    calls = []
+    score = trainer.hir_passes.score_with_model
+
+    def spy(index, prompts, completions):
+        result = score(index, prompts, completions)
+        calls.append((list(prompts), list(completions), result))
+        return result
+
+    trainer.hir_passes.score_with_model = spy
+    trainer.train()
+    assert len(calls) == 2  # one call per step: the replays of the step (TRL scores the sampled rows itself)
+    replays = trainer.last_replay
+    assert replays is not None
+    # each replay is scored on its own (q', y): q' drops the constraints y failed, so it is no sampled prompt
+    sampled_prompts = [row["prompt"] for row in sample_dataset]
+    prompts, completions, result = calls[-1]
+    assert prompts and all(prompt not in sampled_prompts for prompt in prompts)
+    # the value is the reward model's logit on that text, as GRPOTrainer scores a row (one text at a time here)
+    model = AutoModelForSequenceClassification.from_pretrained(reward_model_path).eval()
+    tokenizer = AutoTokenizer.from_pretrained(reward_model_path)
+    for prompt, completion, value in zip(prompts, completions, result, strict=True):
+        text = tokenizer.apply_chat_template(list(prompt) + list(completion), tokenize=False)
+        ids = tokenizer(text, return_tensors="pt", add_special_tokens=False)
+        with torch.inference_mode():
+            expected = model(**ids).logits[0, 0].item()
+        assert value == pytest.approx(expected, abs=1e-4)
+    logged = [entry for entry in trainer.state.log_history if "loss" in entry]
+    name = reward_model_path.name
+    assert all(f"hir/replay_rewards/{name}/mean" in entry and f"rewards/{name}/mean" in entry for entry in logged)
+
+
+@pytest.mark.slow
+def test_a_reward_model_on_two_processes_scores_every_ranks_replays(tmp_path, reward_model_path):
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from ..testing_utils import REPO_ROOT, TINY_RECIPE
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    environ = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
+    environ.pop("LOCAL_RANK", None)
+    environ.pop("HIR_TRL_LAUNCHED", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "hir_trl.cli", "train", "--accelerate_config", "multi_cpu", "--num_processes", "2",
+         "--main_process_port", str(port), "--config", str(TINY_RECIPE), "--output_dir", str(tmp_path / "out"),
+         "--model_name_or_path", str(tmp_path / "model"), "--max_steps", "1", "--save_strategy", "no",
+         "--reward_funcs", str(reward_model_path), "--use_peft", "true", "--lora_target_modules", "q_proj", "v_proj"],
+        capture_output=True, text=True, env=environ, cwd=REPO_ROOT, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Replays made: 8;" in done.stdout  # 4 replays per process: both ranks replayed
+    (entry,) = [e for e in json.loads((tmp_path / "out" / "trainer_state.json").read_text())["log_history"]
+                if "loss" in e]
+    name = reward_model_path.name
+    assert math.isfinite(entry[f"rewards/{name}/mean"]) and math.isfinite(entry[f"hir/replay_rewards/{name}/mean"])
