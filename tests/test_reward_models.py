@@ -155,12 +155,16 @@ def test_a_reward_model_under_deepspeed_zero_on_two_cpu_processes(tmp_path, rewa
     """``hir-trl train --accelerate_config zero{2,3}_cpu``: GRPOTrainer prepares the reward model for DeepSpeed (under
     ZeRO-3 an inference engine whose parameters are partitioned, so every rank must run each of its forward passes,
     replays or none); both steps score the sampled rows and the replays of both ranks."""
+    from .testing_utils import REPO_ROOT
+
     pytest.importorskip("deepspeed", reason="deepspeed is not installed (not in the dev extra): make "
                                             "test-deepspeed-cpu installs it and runs this test")
     done = train_on_two_processes(tmp_path, reward_model_path, f"zero{stage}_cpu", "--max_steps", "2",
                                   DS_ACCELERATOR="cpu")
     assert done.returncode == 0, done.stderr[-5000:]
-    assert f"ZeRO stage {stage}" in done.stdout + done.stderr  # DeepSpeed's engine log: the stage ran
+    # accelerate launched the ZeRO config, and DeepSpeed's communication (its CPU shared-memory op) came up
+    assert f"--config_file {REPO_ROOT}/recipes/accelerate_configs/zero{stage}_cpu.yaml" in done.stderr
+    assert "deepspeed_shm_comm_op built successfully" in done.stdout
     assert "Replays made: 16;" in done.stdout  # 4 replays per process and step: both ranks replayed, twice
     steps = logged_steps(tmp_path)
     assert len(steps) == 2
