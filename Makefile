@@ -160,9 +160,11 @@ release-check: dist
 	$(BIN)/twine check --strict dist/hir_trl-*
 
 # Every `pip install` line of README.md and docs/, run against the built wheel in fresh venvs (minutes, and the
-# package index: each venv installs torch and the rest); tests/test_install.py, skipped by `make test`.
+# package index: each venv installs torch and the rest); tests/test_install.py, skipped by `make test`. One test per
+# distinct command, each venv removed after it: `make test-install INSTALL_ARGS=--lf` reruns the failed ones.
+INSTALL_ARGS ?=
 test-install: install-dev
-	HIR_TRL_TEST_INSTALL=1 $(BIN)/python -m pytest -s -m install tests/test_install.py
+	HIR_TRL_TEST_INSTALL=1 $(BIN)/python -m pytest -s -m install $(INSTALL_ARGS) tests/test_install.py
 
 # ruff check only (no ruff format): the tree is kept ruff-check clean, and `make style` leaves it unchanged.
 style: install-dev
