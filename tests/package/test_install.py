@@ -9,9 +9,11 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -169,24 +171,43 @@ def as_run(command: str, wheel: Path) -> list[str]:
     return [w for w in out if w != "-e"]  # an editable install of the wheel is its install
 
 
+def distinct_install_commands() -> dict[str, list[str]]:
+    """Each distinct ``pip install`` command of the docs -> the page:line places that show it (one run each)."""
+    places: dict[str, list[str]] = {}
+    for where, command in install_lines():
+        places.setdefault(command, []).append(where)
+    return places
+
+
 @pytest.mark.install
 @install
-def test_every_install_line_runs_against_the_built_wheel_in_a_fresh_venv(tmp_path, built_wheel):
-    failures = []
-    for index, (where, command) in enumerate(dict.fromkeys(install_lines())):
-        bin_dir = fresh_venv(tmp_path / f"venv{index}")
+@pytest.mark.parametrize("command", list(distinct_install_commands()),
+                         ids=[places[0] for places in distinct_install_commands().values()])
+def test_every_install_line_runs_against_the_built_wheel_in_a_fresh_venv(tmp_path, built_wheel, command):
+    """One distinct command per test (``pytest --lf`` reruns the failed ones); its venv is removed afterwards, so
+    the disk holds one venv at a time (each is gigabytes: torch and the rest)."""
+    where = ", ".join(distinct_install_commands()[command])
+    venv = tmp_path / "venv"
+    try:
+        bin_dir = fresh_venv(venv)
         if any(what == "hir-trl" for what, _ in hir_trl_targets(command)):  # by name: hir-trl installed first
             subprocess.run([str(bin_dir / "pip"), "install", "--quiet", str(built_wheel)], check=True, timeout=3600)
         words = as_run(command, built_wheel)
+        started = time.monotonic()
         done = subprocess.run([str(bin_dir / "python"), "-m", *words[:2], "--quiet", *words[2:]], capture_output=True,
                               text=True, timeout=3600)
-        print(f"{where}: {command}: exit {done.returncode}")
-        if done.returncode != 0:
-            failures.append(f"{where}: {command}: {done.stderr[-1500:]}")
-            continue
+        print(f"\n{where}: {command}: exit {done.returncode} in {time.monotonic() - started:.0f} s, venv "
+              f"{venv_size(venv) / 2**30:.2f} GiB")
+        assert done.returncode == 0, f"{where}: {command}: {done.stderr[-3000:]}"
         if command in ("pip install .", f"pip install {WHEEL}"):  # the base install: no judge, and it works
-            check_base_install(bin_dir, tmp_path / f"work{index}")
-    assert failures == []
+            check_base_install(bin_dir, tmp_path / "work")
+    finally:
+        shutil.rmtree(venv, ignore_errors=True)
+
+
+def venv_size(folder: Path) -> int:
+    """Bytes of the files under ``folder`` (links not followed)."""
+    return sum(path.lstat().st_size for path in folder.rglob("*") if path.is_file() and not path.is_symlink())
 
 
 def check_base_install(bin_dir: Path, work: Path) -> None:
@@ -194,6 +215,7 @@ def check_base_install(bin_dir: Path, work: Path) -> None:
     listed = subprocess.run([str(bin_dir / "python"), "-m", "pip", "list", "--format", "json"], capture_output=True,
                             text=True, check=True).stdout
     names = {row["name"].lower() for row in json.loads(listed)}
+    print(f"base install: {len(names)} packages")
     assert "hir-trl" in names and not names & {"litellm", "tenacity", "wandb", "trackio"}, sorted(names)
     environ = {**os.environ, "HF_HUB_OFFLINE": "1"}
     environ.pop("PYTHONPATH", None)

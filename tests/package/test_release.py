@@ -9,7 +9,9 @@ installed (unpacked) wheel copies a recipe from its own package data.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -241,11 +243,39 @@ def test_wheel_carries_the_license_every_module_and_every_recipe(dist):
     assert "License-Expression: Apache-2.0" in metadata and "License-File: LICENSE" in metadata
     assert "Project-URL: Paper, https://arxiv.org/abs/2512.23457" in metadata
     assert "Classifier: Development Status" in metadata
+    # the long description: README.md with no relative link (an index page cannot reach the repository's files)
+    headers, body = metadata.split("\n\n", 1)
+    assert "Description-Content-Type: text/markdown" in headers
+    assert body.strip() == SETUP.long_description((REPO_ROOT / "README.md").read_text(encoding="utf-8")).strip()
+    assert relative_links(body) == []
     # every module of hir_trl (pyproject lists the packages: a new subpackage must be added there)
     modules = sorted(p.relative_to(REPO_ROOT).as_posix() for p in (REPO_ROOT / "hir_trl").rglob("*.py")
                      if "__pycache__" not in p.parts)
     assert sorted(n for n in names if n.startswith("hir_trl/") and n.endswith(".py")) == modules
     print(f"{wheel.name}: {len(names)} files")
+
+
+#: setup.py as a module (its ``setup()`` call runs only as ``__main__``, as the build backend runs it).
+_spec = importlib.util.spec_from_file_location("hir_trl_setup", REPO_ROOT / "setup.py")
+SETUP = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(SETUP)
+
+
+def relative_links(markdown: str) -> list[str]:
+    """The targets of the links and images of ``markdown`` that are not absolute URLs (``scheme:...``)."""
+    return [target for target in re.findall(r"\]\(([^()\s]+)\)", markdown)
+            if not re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", target)]
+
+
+def test_long_description_writes_relative_links_as_the_paths_they_name():
+    markdown = ("See [the guide](docs/guide.md#setup), [`docs/a.md`](docs/a.md), [TRL](https://github.com/x/trl) "
+                "and [below](#usage).\n![A plot](bench/plot.svg)\n```\n[kept](in/a/code/block.md)\n```\n")
+    assert SETUP.long_description(markdown) == (
+        "See the guide (`docs/guide.md#setup`), `docs/a.md`, [TRL](https://github.com/x/trl) and below.\n"
+        "A plot (figure: `bench/plot.svg`)\n```\n[kept](in/a/code/block.md)\n```\n")
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    assert relative_links(readme)  # the README links the docs, and the long description names them instead
+    assert relative_links(SETUP.long_description(readme)) == []
 
 
 def test_sdist_carries_the_license_and_the_recipes_folder(dist):

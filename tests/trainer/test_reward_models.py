@@ -109,8 +109,9 @@ def test_replays_are_scored_by_the_reward_model_under_the_hindsight_instruction_
     assert all(f"hir/replay_rewards/{name}/mean" in entry and f"rewards/{name}/mean" in entry for entry in logged)
 
 
-@pytest.mark.slow
-def test_a_reward_model_on_two_processes_scores_every_ranks_replays(tmp_path, reward_model_path):
+def train_on_two_processes(tmp_path, reward_model_path, accelerate_config: str, *flags: str, **environ: str):
+    """``hir-trl train`` of the tiny recipe on 2 CPU processes (``--accelerate_config``) with the reward model in
+    ``reward_funcs``; returns the finished process (its exit status is the caller's to check)."""
     import os
     import socket
     import subprocess
@@ -121,18 +122,54 @@ def test_a_reward_model_on_two_processes_scores_every_ranks_replays(tmp_path, re
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
-    environ = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
+    environ = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1", **environ}
     environ.pop("LOCAL_RANK", None)
     environ.pop("HIR_TRL_LAUNCHED", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "hir_trl.cli", "train", "--accelerate_config", "multi_cpu", "--num_processes", "2",
+    return subprocess.run(
+        [sys.executable, "-m", "hir_trl.cli", "train", "--accelerate_config", accelerate_config, "--num_processes", "2",
          "--main_process_port", str(port), "--config", str(TINY_RECIPE), "--output_dir", str(tmp_path / "out"),
-         "--model_name_or_path", str(tmp_path / "model"), "--max_steps", "1", "--save_strategy", "no",
-         "--reward_funcs", str(reward_model_path), "--use_peft", "true", "--lora_target_modules", "q_proj", "v_proj"],
+         "--model_name_or_path", str(tmp_path / "model"), "--save_strategy", "no",
+         "--reward_funcs", str(reward_model_path), *flags],
         capture_output=True, text=True, env=environ, cwd=REPO_ROOT, timeout=900)
+
+
+def logged_steps(tmp_path) -> list[dict]:
+    return [e for e in json.loads((tmp_path / "out" / "trainer_state.json").read_text())["log_history"] if "loss" in e]
+
+
+@pytest.mark.slow
+def test_a_reward_model_on_two_processes_scores_every_ranks_replays(tmp_path, reward_model_path):
+    done = train_on_two_processes(tmp_path, reward_model_path, "multi_cpu", "--max_steps", "1", "--use_peft", "true",
+                                  "--lora_target_modules", "q_proj", "v_proj")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Replays made: 8;" in done.stdout  # 4 replays per process: both ranks replayed
-    (entry,) = [e for e in json.loads((tmp_path / "out" / "trainer_state.json").read_text())["log_history"]
-                if "loss" in e]
+    (entry,) = logged_steps(tmp_path)
     name = reward_model_path.name
     assert math.isfinite(entry[f"rewards/{name}/mean"]) and math.isfinite(entry[f"hir/replay_rewards/{name}/mean"])
+
+
+@pytest.mark.slow
+@pytest.mark.deepspeed
+@pytest.mark.parametrize("stage", [2, 3])
+def test_a_reward_model_under_deepspeed_zero_on_two_cpu_processes(tmp_path, reward_model_path, stage):
+    """``hir-trl train --accelerate_config zero{2,3}_cpu``: GRPOTrainer prepares the reward model for DeepSpeed (under
+    ZeRO-3 an inference engine whose parameters are partitioned, so every rank must run each of its forward passes,
+    replays or none); both steps score the sampled rows and the replays of both ranks."""
+    from .testing_utils import REPO_ROOT
+
+    pytest.importorskip("deepspeed", reason="deepspeed is not installed (not in the dev extra): make "
+                                            "test-deepspeed-cpu installs it and runs this test")
+    done = train_on_two_processes(tmp_path, reward_model_path, f"zero{stage}_cpu", "--max_steps", "2",
+                                  DS_ACCELERATOR="cpu")
+    assert done.returncode == 0, done.stderr[-5000:]
+    # accelerate launched the ZeRO config, and DeepSpeed's communication (its CPU shared-memory op) came up
+    assert f"--config_file {REPO_ROOT}/recipes/accelerate_configs/zero{stage}_cpu.yaml" in done.stderr
+    assert "deepspeed_shm_comm_op built successfully" in done.stdout
+    assert "Replays made: 16;" in done.stdout  # 4 replays per process and step: both ranks replayed, twice
+    steps = logged_steps(tmp_path)
+    assert len(steps) == 2
+    name = reward_model_path.name
+    for entry in steps:
+        sampled, replays = entry[f"rewards/{name}/mean"], entry[f"hir/replay_rewards/{name}/mean"]
+        assert math.isfinite(sampled) and math.isfinite(replays)
+        assert entry["reward"] == pytest.approx(entry["rewards/cla/mean"] + sampled, abs=1e-5)
