@@ -13,7 +13,7 @@ import torch
 from hir_trl import ConstraintReward, HiRTrainer
 from hir_trl.trainer_setup import extra_rewards_problem, named_reward_functions, names_reward_model
 
-from ..testing_utils import assert_nothing_written, assert_one_line_error, make_args, train
+from ..testing_utils import REPO_ROOT, assert_nothing_written, assert_one_line_error, make_args, train
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +117,7 @@ def train_on_two_processes(tmp_path, reward_model_path, accelerate_config: str, 
     import subprocess
     import sys
 
-    from ..testing_utils import REPO_ROOT, TINY_RECIPE
+    from ..testing_utils import TINY_RECIPE
 
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
@@ -155,8 +155,6 @@ def test_a_reward_model_under_deepspeed_zero_on_two_cpu_processes(tmp_path, rewa
     """``hir-trl train --accelerate_config zero{2,3}_cpu``: GRPOTrainer prepares the reward model for DeepSpeed (under
     ZeRO-3 an inference engine whose parameters are partitioned, so every rank must run each of its forward passes,
     replays or none); both steps score the sampled rows and the replays of both ranks."""
-    from .testing_utils import REPO_ROOT
-
     pytest.importorskip("deepspeed", reason="deepspeed is not installed (not in the dev extra): make "
                                             "test-deepspeed-cpu installs it and runs this test")
     done = train_on_two_processes(tmp_path, reward_model_path, f"zero{stage}_cpu", "--max_steps", "2",
