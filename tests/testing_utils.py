@@ -186,6 +186,33 @@ def train(tmp_path, capsys, *argv, recipe=TINY_RECIPE):
     return code, out, err
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (for a launcher's ``--main_process_port``, a server)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def train_on_two_processes(tmp_path, accelerate_config: str, *flags: str, timeout: float = 600, **environ: str):
+    """``hir-trl train --accelerate_config accelerate_config --num_processes 2`` of the tiny recipe, as a user runs
+    it (a subprocess, one torch thread per process, a free port), its outputs under ``tmp_path`` (``out/``, the
+    model built in ``model/``); ``flags`` and ``environ`` are added. Returns the finished process: its exit status
+    is the caller's to check."""
+    import subprocess
+    import sys
+
+    environ = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1", **environ}
+    environ.pop("LOCAL_RANK", None)
+    environ.pop("HIR_TRL_LAUNCHED", None)
+    return subprocess.run(
+        [sys.executable, "-m", "hir_trl.cli", "train", "--accelerate_config", accelerate_config, "--num_processes", "2",
+         "--main_process_port", str(free_port()), "--config", str(TINY_RECIPE), "--output_dir", str(tmp_path / "out"),
+         "--model_name_or_path", str(tmp_path / "model"), *flags],
+        capture_output=True, text=True, env=environ, cwd=REPO_ROOT, timeout=timeout)
+
+
 def assert_one_line_error(code, out, err, *fragments):
     """``hir-trl train`` exited 2 with exactly one ``hir-trl train: error: ...`` line holding every fragment."""
     assert code == 2, (code, err)

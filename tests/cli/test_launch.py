@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 from hir_trl.cli import launch
 from hir_trl.cli.main import main
 
-from ..testing_utils import REPO_ROOT, TINY_RECIPE, assert_nothing_written
+from ..testing_utils import REPO_ROOT, TINY_RECIPE, assert_nothing_written, train_on_two_processes
 
 ACCELERATE_CONFIGS = REPO_ROOT / "recipes" / "accelerate_configs"
 
@@ -109,19 +108,7 @@ def test_plan_takes_the_launch_command_line_of_hir_trl_train(capsys):
 
 @pytest.mark.slow
 def test_hir_trl_train_with_accelerate_config_trains_on_two_processes(tmp_path):
-    import socket
-
-    with socket.socket() as free:
-        free.bind(("127.0.0.1", 0))
-        port = free.getsockname()[1]
-    environ = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
-    environ.pop("LOCAL_RANK", None)
-    environ.pop("HIR_TRL_LAUNCHED", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "hir_trl.cli", "train", "--accelerate_config", "multi_cpu", "--num_processes", "2",
-         "--config", str(TINY_RECIPE), "--output_dir", str(tmp_path / "out"), "--model_name_or_path",
-         str(tmp_path / "model"), "--max_steps", "1", "--save_strategy", "no", "--main_process_port", str(port)],
-        capture_output=True, text=True, env=environ, cwd=REPO_ROOT, timeout=600)
+    done = train_on_two_processes(tmp_path, "multi_cpu", "--max_steps", "1", "--save_strategy", "no")
     assert done.returncode == 0, "\n".join(line for line in done.stderr.splitlines() if "rank0" not in line)
     # the tiny recipe's 12 rows per process are 2 groups, each with k = 2 replays: 4 per process, 8 on two
     assert "Replays made: 8;" in done.stdout, done.stdout

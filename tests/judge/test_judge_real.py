@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -26,7 +25,7 @@ import yaml
 from hir_trl.judge import LiteLLMJudge
 from hir_trl.models.smollm2 import SMOLLM2_DEFAULT_DIR, MissingDependencyError, ensure_smollm2_model
 
-from ..testing_utils import REPO_ROOT
+from ..testing_utils import REPO_ROOT, free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.judge_real]
 
@@ -35,11 +34,6 @@ RECIPE = REPO_ROOT / "recipes" / "tiny" / "hir" / "config_cpu_served_judge.yaml"
 STARTUP_LIMIT_S = 600
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _healthy(base: str) -> bool:
@@ -65,7 +59,7 @@ def smollm2() -> Path:
 @pytest.fixture(scope="module")
 def served_judge(smollm2, tmp_path_factory):
     """``transformers serve`` on 127.0.0.1 (a free port), stopped when the module's tests are done."""
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("serve") / "serve.log"
     launcher = Path(sys.executable).parent / "transformers"
     cmd = [str(launcher), "serve", str(smollm2), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu",

@@ -24,7 +24,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -33,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from ..testing_utils import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RECIPES = REPO_ROOT / "recipes"
@@ -229,11 +230,6 @@ def describe(plan: Plan) -> str:
     return "\n".join(lines)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 def command(plan: Plan, workdir: Path) -> list[str]:
     """The launch: ``python -m tests.recipes.recipes_entry train --config RECIPE FLAGS``, under ``accelerate launch``
@@ -245,7 +241,7 @@ def command(plan: Plan, workdir: Path) -> list[str]:
     config = yaml.safe_load(plan.accelerate.read_text(encoding="utf-8"))
     for name, value, _ in plan.accelerate_changes:
         config[name] = value
-    config["main_process_port"] = _free_port()
+    config["main_process_port"] = free_port()
     derived = workdir / f"accelerate-{plan.accelerate.name}"
     derived.write_text(yaml.safe_dump(config), encoding="utf-8")
     return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(derived), *entry]

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from ..judge_server import FakeJudgeServer
-from ..testing_utils import REPO_ROOT, TINY_RECIPE, write_rows
+from ..testing_utils import REPO_ROOT, TINY_RECIPE, free_port, write_rows
 
 pytestmark = [pytest.mark.scale_out,
               pytest.mark.skipif(os.environ.get("HIR_TRL_SCALE_OUT") != "1",
@@ -55,11 +55,6 @@ def _rows() -> list[dict]:
                              {"text": SOFT, "kind": "soft"}]} for i, task in enumerate(tasks)]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 def _env() -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
@@ -79,7 +74,7 @@ def two_machines(cwds: tuple[Path, Path], logs: Path, *flags: str, timeout: floa
     Returns:
         Each machine's (exit status, output), machine 0 first.
     """
-    port = _free_port()
+    port = free_port()
     procs = []
     for rank, cwd in enumerate(cwds):
         cwd.mkdir(parents=True, exist_ok=True)
@@ -303,7 +298,7 @@ class SlurmCluster:
         self.pids.append(int((root / "munge" / "munged.pid").read_text()))
         self.conf.write_text("\n".join([
             "ClusterName=hirtest", f"SlurmctldHost={host}(127.0.0.1)", "SlurmUser=root", "SlurmdUser=root",
-            f"SlurmctldPort={_free_port()}", f"SlurmdPort={_free_port()}", "AuthType=auth/munge",
+            f"SlurmctldPort={free_port()}", f"SlurmdPort={free_port()}", "AuthType=auth/munge",
             f"AuthInfo=socket={socket_path}", "CredType=cred/munge", f"StateSaveLocation={root / 'state'}",
             f"SlurmdSpoolDir={root / 'spool'}", f"SlurmctldPidFile={root / 'slurmctld.pid'}",
             f"SlurmdPidFile={root / 'slurmd.pid'}", f"SlurmctldLogFile={root / 'log' / 'slurmctld.log'}",

@@ -11,14 +11,13 @@ import importlib.util
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from ..testing_utils import REPO_ROOT, SAMPLE_DATA
+from ..testing_utils import REPO_ROOT, SAMPLE_DATA, free_port
 
 
 def _vllm_problem() -> str | None:
@@ -47,11 +46,6 @@ def _env() -> dict[str, str]:
             "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture(scope="module")
 def vllm_tiny_model(tmp_path_factory, sample_dataset):
@@ -70,7 +64,7 @@ def run(tmp_path, model, name, *flags, nproc=1, timeout=900):
     script = [str(REPO_ROOT / "tests/scripts/vllm_run.py"), str(model), str(SAMPLE_DATA), str(out), *flags]
     if nproc > 1:
         launcher = shutil.which("torchrun") or str(Path(sys.executable).parent / "torchrun")
-        cmd = [launcher, "--nproc_per_node", str(nproc), "--master_port", str(_free_port()), *script]
+        cmd = [launcher, "--nproc_per_node", str(nproc), "--master_port", str(free_port()), *script]
     else:
         cmd = [sys.executable, *script]
     proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=timeout)

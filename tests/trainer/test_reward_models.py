@@ -13,7 +13,14 @@ import torch
 from hir_trl import ConstraintReward, HiRTrainer
 from hir_trl.trainer_setup import extra_rewards_problem, named_reward_functions, names_reward_model
 
-from ..testing_utils import REPO_ROOT, assert_nothing_written, assert_one_line_error, make_args, train
+from ..testing_utils import (
+    REPO_ROOT,
+    assert_nothing_written,
+    assert_one_line_error,
+    make_args,
+    train,
+    train_on_two_processes,
+)
 
 
 @pytest.fixture(scope="module")
@@ -109,28 +116,11 @@ def test_replays_are_scored_by_the_reward_model_under_the_hindsight_instruction_
     assert all(f"hir/replay_rewards/{name}/mean" in entry and f"rewards/{name}/mean" in entry for entry in logged)
 
 
-def train_on_two_processes(tmp_path, reward_model_path, accelerate_config: str, *flags: str, **environ: str):
+def train_with_reward_model(tmp_path, reward_model_path, accelerate_config: str, *flags: str, **environ: str):
     """``hir-trl train`` of the tiny recipe on 2 CPU processes (``--accelerate_config``) with the reward model in
     ``reward_funcs``; returns the finished process (its exit status is the caller's to check)."""
-    import os
-    import socket
-    import subprocess
-    import sys
-
-    from ..testing_utils import TINY_RECIPE
-
-    with socket.socket() as free:
-        free.bind(("127.0.0.1", 0))
-        port = free.getsockname()[1]
-    environ = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1", **environ}
-    environ.pop("LOCAL_RANK", None)
-    environ.pop("HIR_TRL_LAUNCHED", None)
-    return subprocess.run(
-        [sys.executable, "-m", "hir_trl.cli", "train", "--accelerate_config", accelerate_config, "--num_processes", "2",
-         "--main_process_port", str(port), "--config", str(TINY_RECIPE), "--output_dir", str(tmp_path / "out"),
-         "--model_name_or_path", str(tmp_path / "model"), "--save_strategy", "no",
-         "--reward_funcs", str(reward_model_path), *flags],
-        capture_output=True, text=True, env=environ, cwd=REPO_ROOT, timeout=900)
+    return train_on_two_processes(tmp_path, accelerate_config, "--save_strategy", "no", "--reward_funcs",
+                                  str(reward_model_path), *flags, timeout=900, **environ)
 
 
 def logged_steps(tmp_path) -> list[dict]:
@@ -139,7 +129,7 @@ def logged_steps(tmp_path) -> list[dict]:
 
 @pytest.mark.slow
 def test_a_reward_model_on_two_processes_scores_every_ranks_replays(tmp_path, reward_model_path):
-    done = train_on_two_processes(tmp_path, reward_model_path, "multi_cpu", "--max_steps", "1", "--use_peft", "true",
+    done = train_with_reward_model(tmp_path, reward_model_path, "multi_cpu", "--max_steps", "1", "--use_peft", "true",
                                   "--lora_target_modules", "q_proj", "v_proj")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Replays made: 8;" in done.stdout  # 4 replays per process: both ranks replayed
@@ -157,7 +147,7 @@ def test_a_reward_model_under_deepspeed_zero_on_two_cpu_processes(tmp_path, rewa
     replays or none); both steps score the sampled rows and the replays of both ranks."""
     pytest.importorskip("deepspeed", reason="deepspeed is not installed (not in the dev extra): make "
                                             "test-deepspeed-cpu installs it and runs this test")
-    done = train_on_two_processes(tmp_path, reward_model_path, f"zero{stage}_cpu", "--max_steps", "2",
+    done = train_with_reward_model(tmp_path, reward_model_path, f"zero{stage}_cpu", "--max_steps", "2",
                                   DS_ACCELERATOR="cpu")
     assert done.returncode == 0, done.stderr[-5000:]
     # accelerate launched the ZeRO config, and DeepSpeed's communication (its CPU shared-memory op) came up
