@@ -161,3 +161,45 @@ def test_a_reward_model_under_deepspeed_zero_on_two_cpu_processes(tmp_path, rewa
         sampled, replays = entry[f"rewards/{name}/mean"], entry[f"hir/replay_rewards/{name}/mean"]
         assert math.isfinite(sampled) and math.isfinite(replays)
         assert entry["reward"] == pytest.approx(entry["rewards/cla/mean"] + sampled, abs=1e-5)
+
+
+def write_one_replaying_and_one_hopeless_prompt(path) -> None:
+    """Two rows: on the first every completion meets one of its two constraints (a replay candidate), on the second
+    no completion of at most 32 tokens meets either (no candidate, so its group is padded, never replayed)."""
+    words = "length_constraints:number_words"
+    rows = [
+        {"id": "replaying", "task": "Write about the sea.", "constraints": [
+            {"text": "Use fewer than 1000 words.", "family": "ifeval", "instruction_id": words,
+             "kwargs": {"relation": "less than", "num_words": 1000}},
+            {"text": "Use at least 1000 words.", "family": "ifeval", "instruction_id": words,
+             "kwargs": {"relation": "at least", "num_words": 1000}}]},
+        {"id": "hopeless", "task": "Write about the hills.", "constraints": [
+            {"text": "Use at least 1000 words.", "family": "ifeval", "instruction_id": words,
+             "kwargs": {"relation": "at least", "num_words": 1000}},
+            {"text": "Use at least 2000 words.", "family": "ifeval", "instruction_id": words,
+             "kwargs": {"relation": "at least", "num_words": 2000}}]},
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+@pytest.mark.slow
+@pytest.mark.deepspeed
+def test_a_reward_model_under_zero3_when_one_rank_has_no_replays(tmp_path, reward_model_path):
+    """ZeRO-3 partitions the reward model, so its forward pass is a collective: a rank without replays must still run
+    it, or the rank with replays waits for it forever. One group per rank (``per_device_train_batch_size`` = m = 6)
+    from two prompts, one of which can never be replayed: in each step exactly one rank replays."""
+    pytest.importorskip("deepspeed", reason="deepspeed is not installed (not in the dev extra): make "
+                                            "test-deepspeed-cpu installs it and runs this test")
+    data = tmp_path / "two_prompts.jsonl"
+    write_one_replaying_and_one_hopeless_prompt(data)
+    done = train_with_reward_model(tmp_path, reward_model_path, "zero3_cpu", "--max_steps", "2", "--dataset_name",
+                                   str(data), "--per_device_train_batch_size", "6", "--replay_shortfall", "pad",
+                                   DS_ACCELERATOR="cpu")
+    assert done.returncode == 0, done.stderr[-5000:]
+    # 2 replays per step, all on one rank; the other rank's group is padded with 2 zero-weight rows
+    assert "Replays made: 4; supplementary samples: 0; padding rows: 4" in done.stdout, done.stdout[-3000:]
+    steps = logged_steps(tmp_path)
+    assert len(steps) == 2
+    name = reward_model_path.name
+    for entry in steps:
+        assert math.isfinite(entry[f"rewards/{name}/mean"]) and math.isfinite(entry[f"hir/replay_rewards/{name}/mean"])
