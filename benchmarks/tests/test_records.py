@@ -26,6 +26,7 @@ GZIPPED = {
     "relabel-synthetic": (12, "9833a47171b33a4867a8cf1772ae2a5d2b2701f8ebd76112a533dcdb0cb9d6bb"),
     "replay-ratio": (20, "00f3412503447fca7835fc1af58e91d14a7286365e523ace7a8c980ecb8b008f"),
     "replay-ratio/pairing-check": (1, "ac02756e75989b29ec0f0e03808049198b4b4ca6756dce342dbe0fd65ba3d64d"),
+    "sparse-binary": (60, "52a95468af2a966baee2bf61f68a9db4b19a1879838f42a5da38be00f0b958ef"),
     "written-objective": (20, "1613ecc7352cdf26dc0f61a9346b606215db6f93b68638a46413777bc0481b69"),
     "written-objective/pairing-check": (1, "a9f4ad2393017224c14b3aafaf668d904c3b7a27fe8bab6d2d31b3c42dd89db8"),
 }
