@@ -35,7 +35,6 @@ STARTUP_LIMIT_S = 600
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
-
 def _healthy(base: str) -> bool:
     try:
         with urllib.request.urlopen(f"{base}/health", timeout=2) as response:

@@ -230,7 +230,6 @@ def describe(plan: Plan) -> str:
     return "\n".join(lines)
 
 
-
 def command(plan: Plan, workdir: Path) -> list[str]:
     """The launch: ``python -m tests.recipes.recipes_entry train --config RECIPE FLAGS``, under ``accelerate launch``
     with the recipe's accelerate config (changed as listed) when it names one."""

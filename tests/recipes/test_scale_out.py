@@ -55,7 +55,6 @@ def _rows() -> list[dict]:
                              {"text": SOFT, "kind": "soft"}]} for i, task in enumerate(tasks)]
 
 
-
 def _env() -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
            "TOKENIZERS_PARALLELISM": "false"}

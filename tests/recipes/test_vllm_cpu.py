@@ -46,7 +46,6 @@ def _env() -> dict[str, str]:
             "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
 
 
-
 @pytest.fixture(scope="module")
 def vllm_tiny_model(tmp_path_factory, sample_dataset):
     """The tiny random-init Qwen2 model, with a head size vLLM's CPU attention supports (32)."""
